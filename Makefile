@@ -1,0 +1,41 @@
+# `make test` and `make demo` each work on a fresh clone: they create .venv and install what they need.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-core
+
+.PHONY: install test test-all lint demo schemas verify clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/clt protocol verify
+	$(BIN)/python -m pytest -q
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m ''
+
+lint: $(STAMP)
+	$(BIN)/ruff check cltoolkit tests
+	$(BIN)/ruff format --check cltoolkit tests
+	$(BIN)/mypy
+
+schemas: $(STAMP)
+	$(BIN)/python -m cltoolkit.schemas_write
+
+verify: $(STAMP)
+	$(BIN)/clt protocol verify
+
+demo: $(STAMP)
+	bash scripts/demo.sh
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

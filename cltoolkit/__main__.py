@@ -1,0 +1,3 @@
+from cltoolkit.cli import main
+
+main()

@@ -1,0 +1,96 @@
+"""The `clt` command line: one Typer sub-app per noun, each command calling one library function."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cltoolkit import __version__
+from cltoolkit.cli import protocol as protocol_cli
+from cltoolkit.cli._common import command, print_json, project, set_root
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="clt",
+    help="clt: pre-registered, frozen, un-cherry-pickable continual-learning evaluations.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(protocol_cli.app, name="protocol")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"clt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    root: Annotated[
+        str | None, typer.Option("--root", help="Project folder (default: CLT_ROOT, else found upward).")
+    ] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True)] = False,
+) -> None:
+    set_root(root)
+
+
+@command(app, "schema")
+def schema(name: Annotated[str, typer.Argument(help="protocol | lock | run-record | results")]) -> None:
+    """Print a JSON Schema."""
+    from cltoolkit.schemas import generate
+
+    print_json(generate(name))
+
+
+@command(app, "list")
+def list_(
+    kind: Annotated[str | None, typer.Argument(help="suite | environment | method | metric | analysis | executor")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show registered components."""
+    from cltoolkit.registry import KINDS, registries
+
+    regs = registries(project().components_file if _has_project() else None)
+    kinds = [kind] if kind else list(KINDS)
+    rows = []
+    for k in kinds:
+        reg = regs[k]
+        for name in reg.names():
+            rows.append({"kind": k, "name": name, "target": reg.target(name), "origin": reg.origin(name)})
+    if json_out:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    from cltoolkit.cli._common import console
+
+    table = Table("kind", "name", "target", "origin")
+    for row in rows:
+        table.add_row(row["kind"], row["name"], row["target"], row["origin"])
+    console().print(table)
+
+
+def _has_project() -> bool:
+    from cltoolkit.errors import InputError
+
+    try:
+        project()
+    except InputError:
+        return False
+    return True
+
+
+def _register_optional() -> None:
+    """Sub-apps added by later layers (run, report, plan, status)."""
+    return
+
+
+_register_optional()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,101 @@
+"""`clt protocol`: validate, hash, freeze, verify, diff, bump."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cltoolkit.cli._common import command, console, print_json, project
+
+app = typer.Typer(help="Author, validate, freeze and verify protocols.", no_args_is_help=True)
+Ref = Annotated[str, typer.Argument(help="Protocol id (e.g. nav4-v1) or path to a protocol file.")]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@command(app, "validate")
+def validate(ref: Ref, json_out: Json = False) -> None:
+    """Validate a protocol strictly (one line per problem, with its JSON pointer)."""
+    from cltoolkit.protocol import load_protocol, protocol_hash
+    from cltoolkit.registry import registries
+
+    proj = project()
+    loaded = load_protocol(proj.resolve_protocol(ref), registries(proj.components_file))
+    digest = protocol_hash(loaded.document)
+    if json_out:
+        print_json({"protocol": loaded.id, "valid": True, "sha256": digest, "warnings": list(loaded.warnings)})
+        return
+    for warning in loaded.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"{loaded.path}: valid ({loaded.model.suite} protocol {loaded.id}, {digest})")
+
+
+@command(app, "hash")
+def hash_(ref: Ref) -> None:
+    """Print the canonical hash (jcs-sha256/v1) of a protocol document."""
+    from cltoolkit.protocol import load_json_file, protocol_hash
+
+    typer.echo(protocol_hash(load_json_file(project().resolve_protocol(ref))))
+
+
+@command(app, "freeze")
+def freeze(protocol_id: Annotated[str, typer.Argument(help="Protocol id in protocols/.")], json_out: Json = False) -> None:
+    """Validate, run safeguard checks, hash and write registry/locks/<id>.lock.json."""
+    from cltoolkit.protocol.lock import freeze as do_freeze
+
+    proj = project()
+    lock, warnings = do_freeze(proj, protocol_id)
+    if json_out:
+        print_json(lock.model_dump(mode="json"))
+        return
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"froze {lock.protocol} at {lock.sha256} -> {proj.lock_path(lock.protocol)}")
+
+
+@command(app, "verify")
+def verify(json_out: Json = False) -> None:
+    """Recompute every locked protocol's hash; fail naming each changed JSON pointer."""
+    from cltoolkit.protocol.lock import verify as do_verify
+
+    outcomes = do_verify(project())
+    if json_out:
+        print_json([{"protocol": o.protocol, "ok": o.ok, "sha256": o.expected} for o in outcomes])
+        return
+    for o in outcomes:
+        typer.echo(f"{o.protocol}: ok ({o.expected})")
+    typer.echo(f"{len(outcomes)} frozen protocol(s) verified")
+
+
+@command(app, "diff")
+def diff(a: Ref, b: Ref, json_out: Json = False) -> None:
+    """List the JSON pointers that differ between two protocol documents (and whether the hash differs)."""
+    from cltoolkit.protocol import load_json_file, protocol_hash
+    from cltoolkit.protocol.lock import diff_documents
+
+    proj = project()
+    doc_a, doc_b = (load_json_file(proj.resolve_protocol(r)) for r in (a, b))
+    changes = diff_documents(doc_a, doc_b)
+    hashed = [c for c in changes if c.pointer.split("/")[1] not in ("status", "results")]
+    if json_out:
+        print_json(
+            {
+                "hashA": protocol_hash(doc_a),
+                "hashB": protocol_hash(doc_b),
+                "changes": [{"pointer": c.pointer, "kind": c.kind, "before": c.before, "after": c.after} for c in changes],
+            }
+        )
+        return
+    for change in changes:
+        typer.echo(str(change))
+    same = protocol_hash(doc_a) == protocol_hash(doc_b)
+    typer.echo(f"{len(changes)} change(s), {len(hashed)} in hashed content; hashes {'equal' if same else 'differ'}")
+
+
+@command(app, "bump")
+def bump(protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id.")]) -> None:
+    """Copy a frozen protocol to the next version (unfrozen draft with `supersedes`)."""
+    from cltoolkit.protocol.lock import bump as do_bump
+
+    target = do_bump(project(), protocol_id)
+    console().print(f"wrote {target} (draft; edit it, then `clt protocol freeze {target.stem}`)")

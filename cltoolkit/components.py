@@ -1,0 +1,105 @@
+"""Base classes of registered components (kinds: suite, method, metric, analysis, executor).
+
+Light on purpose: importing this module imports no heavy library. A suite's heavy code (torch, gymnasium)
+is imported inside the functions that use it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from cltoolkit.errors import Problem
+
+if TYPE_CHECKING:
+    from cltoolkit.protocol._base import Strict
+    from cltoolkit.protocol.models import ProtocolBase
+    from cltoolkit.run.record import RunRecord
+    from cltoolkit.run.spec import ExecutionResult, RunOutput, RunSpec
+
+__all__ = ["Analysis", "Executor", "Method", "Metric", "Suite"]
+
+
+class Method(ABC):  # noqa: B024 - a marker base with declared class attributes
+    """A method a suite can run. `Params` validates the comparison's `hyperparameters`."""
+
+    suite: ClassVar[str]
+    """Suite the method belongs to."""
+    Params: ClassVar[type[Strict] | None] = None
+    """Strict model of the method's hyperparameters (None: takes none)."""
+    summary: ClassVar[str] = ""
+    """One line for `clt list`."""
+
+
+class Metric(ABC):  # noqa: B024
+    """A registered, versioned metric; its docstring gives the formula and inputs."""
+
+    id: ClassVar[str]
+    suite: ClassVar[str]
+    unit: ClassVar[str]
+    higher_is_better: ClassVar[bool]
+    summary: ClassVar[str] = ""
+
+
+class Analysis(ABC):
+    """Turns run records into per-replicate values (for gates) and the suite's summaries."""
+
+    @abstractmethod
+    def replicates(
+        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+    ) -> dict[str, dict[str, float]]:
+        """Per hypothesis scope (task id or `aggregate`): replicate key -> one number."""
+
+    @abstractmethod
+    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
+        """The suite's own summaries for the results block (JSON values)."""
+
+    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+        """Suite-specific Markdown for the human report."""
+        return ""
+
+    def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
+        """Suite-specific matplotlib figures (title, figure) for the human report."""
+        return []
+
+
+class Suite(ABC):
+    """A family of protocols: its section model, its grid, its driver and its analysis."""
+
+    name: ClassVar[str]
+    protocol_model: ClassVar[type[ProtocolBase]]
+    analysis: ClassVar[str | None] = None
+    """Registered analysis name."""
+    summary: ClassVar[str] = ""
+
+    def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
+        """Validation beyond the model (registered names, hyperparameters); problems carry JSON pointers."""
+        yield from ()
+
+    def freeze_checks(self, protocol: ProtocolBase, document_path: Path) -> Iterable[Problem]:
+        """Safeguard checks run by `clt protocol freeze` (e.g. duplicate layouts across splits)."""
+        return ()
+
+    def plan(self, protocol: ProtocolBase, stage: str | None) -> list[RunSpec]:
+        """The stage's grid of runs (deterministic ids)."""
+        raise NotImplementedError(f"suite {self.name!r} cannot run yet")
+
+    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+        """Run one spec (in the worker process) and return its metrics and budget ledger."""
+        raise NotImplementedError(f"suite {self.name!r} cannot run yet")
+
+    def tasks(self, protocol: ProtocolBase) -> list[str]:
+        """Task ids, for `each-task` gates."""
+        return []
+
+
+class Executor(ABC):
+    """Runs prepared run specs and yields their results as they finish."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def execute(self, jobs: Sequence[RunSpec], *, workers: int, timeout_s: float | None) -> Iterator[ExecutionResult]:
+        """Run every job; yield one result per job."""

@@ -1,0 +1,74 @@
+"""The one user-facing error hierarchy.
+
+A `CltError` is a problem with the user's input or a refusal, never a bug. The CLI prints its message
+(one line per problem) and exits without a traceback; any other exception keeps its traceback.
+
+Exit codes: 2 for bad input (`InputError` and subclasses), 1 for a failed check or a refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "CheckFailed",
+    "CltError",
+    "InputError",
+    "Problem",
+    "Refusal",
+    "UnknownNameError",
+    "ValidationFailed",
+]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in one place: `where` is a file, a file plus JSON pointer, or a run id."""
+
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class CltError(Exception):
+    """Base of every error the user can cause; printed without a traceback."""
+
+    exit_code = 1
+
+    def __init__(self, message: str | None = None, problems: Iterable[Problem] = ()) -> None:
+        self.problems = tuple(problems)
+        if message is None:
+            message = "\n".join(str(p) for p in self.problems)
+        super().__init__(message)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InputError(CltError):
+    """Bad input: a malformed file, a wrong type, an unknown name. Exit code 2."""
+
+    exit_code = 2
+
+
+class ValidationFailed(InputError):
+    """A document failed parsing or validation; `problems` holds one entry per problem."""
+
+
+class UnknownNameError(InputError, KeyError):
+    """A name that is not registered, with suggestions."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+class Refusal(CltError):
+    """The toolkit refuses to do something that would give an unearned or unsafe result. Exit code 1."""
+
+
+class CheckFailed(CltError):
+    """A check ran and failed (e.g. `clt protocol verify` found a changed protocol). Exit code 1."""

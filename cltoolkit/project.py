@@ -1,0 +1,96 @@
+"""The project folder: the one that holds `protocols/` and `registry/`.
+
+Found from the current directory upward (like git), or given by `--root` / `CLT_ROOT`, so a user's own
+evaluation repository works the same way as this one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cltoolkit.errors import InputError
+from cltoolkit.ids import parse_id
+
+__all__ = ["Project", "find_project"]
+
+
+@dataclass(frozen=True)
+class Project:
+    """Paths of one project folder."""
+
+    root: Path
+
+    @property
+    def protocols_dir(self) -> Path:
+        return self.root / "protocols"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / "registry" / "locks"
+
+    @property
+    def components_file(self) -> Path:
+        return self.root / "registry" / "components.json"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def pilot_runs_dir(self) -> Path:
+        return self.root / "pilot-runs"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.root / "reports"
+
+    def protocol_path(self, protocol_id: str) -> Path:
+        parse_id(protocol_id)
+        return self.protocols_dir / f"{protocol_id}.json"
+
+    def lock_path(self, protocol_id: str) -> Path:
+        return self.locks_dir / f"{protocol_id}.lock.json"
+
+    def protocol_ids(self) -> list[str]:
+        if not self.protocols_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.protocols_dir.glob("*.json"))
+
+    def resolve_protocol(self, ref: str) -> Path:
+        """A protocol id (`nav4-v1`) or a path to a protocol file."""
+        candidate = Path(ref)
+        if ref.endswith(".json") or os.sep in ref:
+            if not candidate.is_file():
+                raise InputError(f"{ref}: no such protocol file")
+            return candidate
+        path = self.protocol_path(ref)
+        if not path.is_file():
+            known = self.protocol_ids()
+            name = parse_id(ref).name
+            same = [p for p in known if p.rsplit("-v", 1)[0] == name]
+            hint = f" Versions that exist: {', '.join(same)}." if same else ""
+            listed = ", ".join(known) if known else "none"
+            raise InputError(
+                f"protocol {ref!r} not found in {self.protocols_dir}.{hint} Available: {listed}"
+            )
+        return path
+
+
+def find_project(root: str | os.PathLike[str] | None = None, start: Path | None = None) -> Project:
+    """The project given by `root`, else `CLT_ROOT`, else the nearest folder upward holding `protocols/`."""
+    given = root if root is not None else os.environ.get("CLT_ROOT")
+    if given:
+        path = Path(given).resolve()
+        if not path.is_dir():
+            raise InputError(f"project root {given} is not a folder")
+        return Project(path)
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "protocols").is_dir() or (folder / "registry").is_dir():
+            return Project(folder)
+    raise InputError(
+        f"no clt project found from {here} upward (a folder holding protocols/ or registry/); "
+        "run inside one, or pass --root / set CLT_ROOT"
+    )

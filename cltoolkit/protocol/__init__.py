@@ -1,0 +1,25 @@
+"""Protocols: strict loading, models, the canonical hash, and the freeze ledger."""
+
+from cltoolkit.protocol.hashing import CANONICALIZATION, canonical_bytes, hashed_content, protocol_hash
+from cltoolkit.protocol.load import json_pointer, load_json_file, loads_strict
+from cltoolkit.protocol.models import SCHEMA_VERSION, Comparison, Gate, ProtocolBase
+from cltoolkit.protocol.results import Results
+from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
+
+__all__ = [
+    "CANONICALIZATION",
+    "SCHEMA_VERSION",
+    "Comparison",
+    "Gate",
+    "LoadedProtocol",
+    "ProtocolBase",
+    "Results",
+    "canonical_bytes",
+    "hashed_content",
+    "json_pointer",
+    "load_json_file",
+    "load_protocol",
+    "loads_strict",
+    "protocol_hash",
+    "validate_document",
+]

@@ -1,0 +1,116 @@
+"""Strict JSON: duplicate keys, NaN/Infinity, overflowing numbers, trailing garbage and non-object roots are
+errors, each reported on one line with its location."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from cltoolkit.errors import Problem, ValidationFailed
+
+__all__ = ["display_path", "json_pointer", "load_json_file", "loads_strict"]
+
+
+def display_path(path: Path) -> str:
+    """`path` relative to the working directory when it lies below it (as error messages show it)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def json_pointer(loc: tuple[Any, ...] | list[Any]) -> str:
+    """RFC 6901 pointer of a location path ('' is the whole document)."""
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in loc)
+
+
+class _Pairs(dict[str, Any]):
+    """An object while parsing; remembers keys that appeared more than once."""
+
+    duplicates: list[str]
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Pairs:
+    obj = _Pairs()
+    obj.duplicates = []
+    for key, value in pairs:
+        if key in obj and key not in obj.duplicates:
+            obj.duplicates.append(key)
+        obj[key] = value
+    return obj
+
+
+class _BadNumber(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> float:
+    raise _BadNumber(f"{name} is not valid JSON (NaN and Infinity are not numbers in JSON)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _BadNumber(f"number {text} overflows a 64-bit float")
+    return value
+
+
+def _plain(value: Any, path: list[str], problems: list[Problem], source: str) -> Any:
+    """Convert parse objects to plain dicts, collecting duplicate-key problems with their pointers."""
+    if isinstance(value, _Pairs):
+        for key in value.duplicates:
+            where = f"{source}: {json_pointer([*path, key])}" if source else json_pointer([*path, key])
+            problems.append(Problem(where, f"duplicate key {key!r} (JSON objects must not repeat a key)"))
+        return {k: _plain(v, [*path, k], problems, source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v, [*path, str(i)], problems, source) for i, v in enumerate(value)]
+    return value
+
+
+def loads_strict(text: str, source: str = "", *, require_object: bool = True) -> Any:
+    """Parse `text` as strict JSON; raise `ValidationFailed` with one problem per line otherwise."""
+    where = source or "<input>"
+    try:
+        parsed = json.loads(
+            text,
+            object_pairs_hook=_pairs_hook,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+        )
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed(
+            problems=[Problem(f"{where}:{exc.lineno}:{exc.colno}", f"invalid JSON: {exc.msg}")]
+        ) from None
+    except _BadNumber as exc:
+        raise ValidationFailed(problems=[Problem(where, str(exc))]) from None
+    except RecursionError:
+        raise ValidationFailed(problems=[Problem(where, "JSON nested too deeply")]) from None
+    problems: list[Problem] = []
+    value = _plain(parsed, [], problems, where)
+    if require_object and not isinstance(value, dict):
+        problems.append(Problem(where, f"the document must be a JSON object, got {type(value).__name__}"))
+    if problems:
+        raise ValidationFailed(problems=problems)
+    return value
+
+
+def load_json_file(path: Path, *, require_object: bool = True) -> Any:
+    """Read and strictly parse a JSON file (UTF-8)."""
+    name = display_path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ValidationFailed(problems=[Problem(name, "no such file")]) from None
+    except OSError as exc:
+        raise ValidationFailed(problems=[Problem(name, f"cannot read: {exc.strerror}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationFailed(
+            problems=[Problem(name, f"not UTF-8 (byte {exc.start}): {exc.reason}")]
+        ) from None
+    if text.startswith("\ufeff"):
+        raise ValidationFailed(problems=[Problem(name, "starts with a byte-order mark; save as plain UTF-8")])
+    return loads_strict(text, name, require_object=require_object)

@@ -1,0 +1,279 @@
+"""The freeze ledger: `registry/locks/<id>.lock.json`, plus a canonical snapshot of what was frozen.
+
+The lock holds `{protocol, sha256, canonicalization, frozenOn, schemaVersion, toolkitVersion}` (DESIGN.md
+section 2). Beside it, `<id>.frozen.json` keeps the canonical hashed content, so `verify` can name the JSON
+pointers that changed (its own hash must equal the lock's, so it cannot be edited unnoticed either).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from cltoolkit import __version__
+from cltoolkit._io import atomic_write_bytes, dump_json, write_json
+from cltoolkit.errors import CheckFailed, InputError, Problem, Refusal, ValidationFailed
+from cltoolkit.ids import ID_PATTERN, parse_id
+from cltoolkit.project import Project
+from cltoolkit.protocol._base import Strict
+from cltoolkit.protocol.hashing import CANONICALIZATION, canonical_bytes, hashed_content, protocol_hash
+from cltoolkit.protocol.load import json_pointer, load_json_file
+from cltoolkit.protocol.models import SCHEMA_VERSION
+from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, pydantic_problems
+from cltoolkit.registry import registries
+
+__all__ = [
+    "Change",
+    "Lock",
+    "VerifyOutcome",
+    "bump",
+    "diff_documents",
+    "freeze",
+    "is_frozen",
+    "read_lock",
+    "require_frozen",
+    "verify",
+]
+
+
+class Lock(Strict):
+    """One entry of the freeze ledger."""
+
+    protocol: str = Field(pattern=ID_PATTERN)
+    """Protocol id."""
+    sha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    """Canonical hash at freezing."""
+    canonicalization: Literal["jcs-sha256/v1"]
+    """Canonicalization id of the hash."""
+    frozenOn: datetime.datetime
+    """When it was frozen (UTC)."""
+    schemaVersion: int
+    """Protocol document format version."""
+    toolkitVersion: str
+    """Toolkit version that froze it."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two documents."""
+
+    pointer: str
+    kind: Literal["added", "removed", "changed"]
+    before: Any = None
+    after: Any = None
+
+    def __str__(self) -> str:
+        if self.kind == "added":
+            return f"{self.pointer}: added {_short(self.after)}"
+        if self.kind == "removed":
+            return f"{self.pointer}: removed (was {_short(self.before)})"
+        return f"{self.pointer}: changed from {_short(self.before)} to {_short(self.after)}"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def diff_documents(a: Any, b: Any, path: tuple[str, ...] = ()) -> list[Change]:
+    """Every added, removed or changed JSON pointer from `a` to `b`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[Change] = []
+        for key in list(a) + [k for k in b if k not in a]:
+            here = (*path, key)
+            if key not in b:
+                out.append(Change(json_pointer(here), "removed", before=a[key]))
+            elif key not in a:
+                out.append(Change(json_pointer(here), "added", after=b[key]))
+            else:
+                out.extend(diff_documents(a[key], b[key], here))
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        out = []
+        for i in range(max(len(a), len(b))):
+            here = (*path, str(i))
+            if i >= len(b):
+                out.append(Change(json_pointer(here), "removed", before=a[i]))
+            elif i >= len(a):
+                out.append(Change(json_pointer(here), "added", after=b[i]))
+            else:
+                out.extend(diff_documents(a[i], b[i], here))
+        return out
+    if type(a) is not type(b) or a != b:
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and a == b:
+            return []  # 1 and 1.0 canonicalize identically
+        return [Change(json_pointer(path) or "/", "changed", before=a, after=b)]
+    return []
+
+
+def read_lock(project: Project, protocol_id: str) -> Lock | None:
+    path = project.lock_path(protocol_id)
+    if not path.exists():
+        return None
+    data = load_json_file(path)
+    try:
+        return Lock.model_validate_json(json.dumps(data), strict=True)
+    except ValidationError as exc:
+        raise ValidationFailed(problems=pydantic_problems(exc, str(path))) from None
+
+
+def is_frozen(project: Project, protocol_id: str) -> bool:
+    return project.lock_path(protocol_id).exists()
+
+
+def _snapshot_path(project: Project, protocol_id: str) -> Path:
+    return project.locks_dir / f"{protocol_id}.frozen.json"
+
+
+def freeze(project: Project, protocol_id: str, *, now: datetime.datetime | None = None) -> tuple[Lock, list[str]]:
+    """Validate, run the suite's safeguard checks, hash, and write the lock. Returns the lock and warnings."""
+    path = project.resolve_protocol(protocol_id)
+    if path.resolve().parent != project.protocols_dir.resolve():
+        raise InputError(f"{path}: only protocols in {project.protocols_dir} can be frozen")
+    existing = read_lock(project, path.stem)
+    if existing is not None:
+        raise Refusal(
+            f"{path.stem} is already frozen ({existing.sha256}, {existing.frozenOn:%Y-%m-%d}). A frozen protocol "
+            f"is never edited or re-frozen: make a new version with `clt protocol bump {path.stem}`"
+        )
+    loaded = load_protocol(path, registries(project.components_file))
+    suite = registries(project.components_file).suite.get(loaded.model.suite)()
+    problems = [
+        Problem(f"{path}: {p.where}", p.message) for p in _envelope_checks(loaded)
+    ] + [Problem(f"{path}: {p.where}" if p.where.startswith("/") else p.where, p.message)
+         for p in suite.freeze_checks(loaded.model, path)]
+    if problems:
+        raise Refusal(
+            f"refusing to freeze {path.stem}: its safeguard checks fail\n" + "\n".join(str(p) for p in problems),
+            problems,
+        )
+    lock = Lock(
+        protocol=loaded.id,
+        sha256=protocol_hash(loaded.document),
+        canonicalization=CANONICALIZATION,
+        frozenOn=now or datetime.datetime.now(datetime.UTC).replace(microsecond=0),
+        schemaVersion=SCHEMA_VERSION,
+        toolkitVersion=__version__,
+    )
+    atomic_write_bytes(_snapshot_path(project, loaded.id), canonical_bytes(loaded.document) + b"\n")
+    write_json(project.lock_path(loaded.id), lock.model_dump(mode="json"))
+    return lock, list(loaded.warnings)
+
+
+def _envelope_checks(loaded: LoadedProtocol) -> list[Problem]:
+    """Freeze-time checks every protocol must pass."""
+    model = loaded.model
+    problems = []
+    if not model.comparisons:
+        problems.append(Problem("/comparisons", "nothing to run: a protocol needs comparisons before freezing"))
+    if not model.metrics:
+        problems.append(Problem("/metrics", "no metrics declared"))
+    return problems
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    """The result of verifying one lock."""
+
+    protocol: str
+    ok: bool
+    expected: str
+    actual: str | None
+    problems: tuple[str, ...]
+
+
+def verify(project: Project) -> list[VerifyOutcome]:
+    """Recompute every locked protocol's hash; raise `CheckFailed` naming each change if any differs."""
+    outcomes = []
+    lock_files = sorted(project.locks_dir.glob("*.lock.json")) if project.locks_dir.is_dir() else []
+    for lock_file in lock_files:
+        protocol_id = lock_file.name.removesuffix(".lock.json")
+        outcomes.append(_verify_one(project, protocol_id))
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        lines = [f"{o.protocol}: {p}" for o in failed for p in o.problems]
+        raise CheckFailed(
+            f"{len(failed)} of {len(outcomes)} frozen protocols changed or broke:\n" + "\n".join(lines)
+            + "\nA frozen protocol is never edited: restore it (git checkout) and make a new version with "
+            "`clt protocol bump <id>`."
+        )
+    return outcomes
+
+
+def _verify_one(project: Project, protocol_id: str) -> VerifyOutcome:
+    lock_file = project.lock_path(protocol_id)
+    try:
+        lock = read_lock(project, protocol_id)
+    except ValidationFailed as exc:
+        return VerifyOutcome(protocol_id, False, "?", None, tuple(str(p) for p in exc.problems))
+    assert lock is not None
+    if lock.protocol != protocol_id:
+        return VerifyOutcome(protocol_id, False, lock.sha256, None, (f"{lock_file}: names protocol {lock.protocol!r}",))
+    path = project.protocol_path(protocol_id)
+    if not path.is_file():
+        return VerifyOutcome(
+            protocol_id, False, lock.sha256, None, (f"locked, but its protocol file {path} is missing",)
+        )
+    try:
+        document = load_json_file(path)
+        actual = protocol_hash(document)
+    except (ValidationFailed, InputError) as exc:
+        return VerifyOutcome(protocol_id, False, lock.sha256, None, tuple(str(exc).splitlines()))
+    if actual == lock.sha256:
+        return VerifyOutcome(protocol_id, True, lock.sha256, actual, ())
+    problems = [f"hash {actual} differs from the lock {lock.sha256}"]
+    snapshot = _snapshot_path(project, protocol_id)
+    if snapshot.is_file():
+        frozen = load_json_file(snapshot)
+        if protocol_hash(frozen) != lock.sha256:
+            problems.append(f"{snapshot} does not match its lock either; cannot name the changed fields")
+        else:
+            problems.extend(str(c) for c in diff_documents(frozen, hashed_content(document)))
+    return VerifyOutcome(protocol_id, False, lock.sha256, actual, tuple(problems))
+
+
+def require_frozen(project: Project, loaded: LoadedProtocol) -> Lock:
+    """The lock of a loaded protocol; refuse if it is not frozen or its content changed since."""
+    lock = read_lock(project, loaded.id)
+    if lock is None:
+        raise Refusal(
+            f"{loaded.id} is not frozen: results are reported only for frozen protocols. Freeze it with "
+            f"`clt protocol freeze {loaded.id}` (after its pilot), or run it with --pilot"
+        )
+    actual = protocol_hash(loaded.document)
+    if actual != lock.sha256:
+        raise Refusal(
+            f"{loaded.id} changed since it was frozen (lock {lock.sha256}, now {actual}); `clt protocol verify` "
+            "names the changes. Restore the frozen content, or bump to a new version"
+        )
+    return lock
+
+
+def bump(project: Project, protocol_id: str, *, today: datetime.date | None = None) -> Path:
+    """Copy a frozen protocol to `-v<N+1>`, unfrozen, with `supersedes`, a fresh status and no results."""
+    source = project.resolve_protocol(protocol_id)
+    lock = read_lock(project, source.stem)
+    if lock is None:
+        raise Refusal(f"{source.stem} is not frozen; edit the draft in place instead of bumping it")
+    require_frozen(project, load_protocol(source, registries(project.components_file)))
+    new_id = str(parse_id(source.stem).bumped())
+    target = project.protocol_path(new_id)
+    if target.exists():
+        raise Refusal(f"{target} already exists; edit that draft instead")
+    document = load_json_file(source)
+    copy: dict[str, Any] = {}
+    for key, value in document.items():
+        copy[key] = value
+        if key == "id":
+            copy["id"] = new_id
+    copy["supersedes"] = f"{source.stem}@{lock.sha256}"
+    day = (today or datetime.date.today()).isoformat()
+    copy["status"] = {"stage": "draft", "updatedOn": day, "note": f"New version of {source.stem}; not frozen."}
+    copy["results"] = None
+    atomic_write_bytes(target, dump_json(copy, sort_keys=False).encode())
+    return target

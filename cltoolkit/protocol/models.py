@@ -1,0 +1,421 @@
+"""The protocol envelope (DESIGN.md section 2). Suites subclass `ProtocolBase` to add their typed sections
+(`environment`, `tasks`, `families`, ...) and fix `suite` to a literal."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, JsonValue, model_validator
+
+from cltoolkit.ids import ID_PATTERN
+from cltoolkit.protocol._base import Strict
+from cltoolkit.protocol.results import Results
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AnalysisPlan",
+    "Budget",
+    "BudgetMatch",
+    "Claim",
+    "Comparison",
+    "ExclusionRule",
+    "Gate",
+    "MetricDecl",
+    "Milestone",
+    "MilestoneState",
+    "PermutationPlan",
+    "ProtocolBase",
+    "Safeguard",
+    "SeedPlan",
+    "SeedRange",
+    "Stage",
+    "Status",
+    "TaskOrder",
+    "TestKind",
+]
+
+SCHEMA_VERSION = 1
+
+Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=80)]
+TestKind = Literal["lower-bound", "upper-bound", "superiority", "non-inferiority", "equivalence-tost", "report-only"]
+Comparator = Literal[">=", "<=", ">", "<", "within"]
+LedgerQuantity = Literal[
+    "environmentSteps",
+    "frames",
+    "gradientUpdates",
+    "replayUpdates",
+    "replaySamples",
+    "modelQueries",
+    "totalUpdates",
+]
+
+
+class Comparison(Strict):
+    """One method run under the protocol, with every hyperparameter it uses."""
+
+    id: Slug
+    """Local id used by gates, budget clauses and run ids (e.g. `sequential`)."""
+    method: str
+    """Registered method name (see `clt list method`)."""
+    role: Literal["baseline", "candidate", "reference"]
+    """`baseline` and `candidate` are the main comparisons; `reference` marks methods with other data-access
+    assumptions (joint training, specialists) or diagnostics, reported separately."""
+    label: str
+    """Human-readable name."""
+    description: str = ""
+    """What the comparison is and why it is here."""
+    diagnostic: Literal["privileged", "trivial"] | None = None
+    """For reference diagnostics: `privileged` (uses information a deployment lacks, e.g. true dynamics) or
+    `trivial` (e.g. a zero-action controller). Never presented as a competitor."""
+    hyperparameters: dict[str, JsonValue] = Field(default_factory=dict)
+    """Every hyperparameter of the method, as the method's registered parameter model validates them."""
+
+
+class BudgetMatch(Strict):
+    """A fairness clause: a ledger quantity that must match across comparisons."""
+
+    quantity: LedgerQuantity
+    """Run-ledger quantity (`totalUpdates` = gradient updates + replay updates)."""
+    across: list[Slug] = Field(min_length=2)
+    """Comparison ids that must match."""
+    relativeTolerance: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Allowed relative difference (0 = exact)."""
+
+
+class Budget(Strict):
+    """The declared compute budget and which parts of it must match across comparisons."""
+
+    interactionsPerTask: int | None = Field(default=None, ge=1)
+    """Environment interactions per task phase (null where the suite has no environment interaction)."""
+    gradientUpdatesPerTask: int | None = Field(default=None, ge=0)
+    """Gradient updates per task phase, where the protocol fixes them."""
+    memoryCapacity: int | None = Field(default=None, ge=0)
+    """Replay memory capacity in transitions, where a comparison has one."""
+    fairness: str = ""
+    """The fairness clause in words."""
+    match: list[BudgetMatch] = Field(default_factory=list)
+    """Machine-checked fairness clauses, checked by the gatekeeper from the run ledgers."""
+    references: str = ""
+    """How references with other data-access assumptions are treated."""
+
+
+class MetricDecl(Strict):
+    """A metric the protocol reports: a registered, versioned metric id."""
+
+    id: Annotated[str, Field(pattern=ID_PATTERN)]
+    """Registered metric id, versioned (`<name>-v<N>`)."""
+    label: str
+    """Human-readable name."""
+    kind: Literal["gate", "reporting", "diagnostic"] = "reporting"
+    """Whether gates are declared on it, or it is reported only."""
+    target: str = ""
+    """The proposed target in words (the machine-readable claim is a gate)."""
+    description: str = ""
+    """How it is computed, in words."""
+
+
+class Gate(Strict):
+    """A machine-readable claim: metric, scope, comparator, threshold, reference and the test that decides it."""
+
+    id: Slug
+    """Gate id."""
+    label: str
+    """Human-readable statement."""
+    metric: str
+    """Metric id, one of the protocol's `metrics`."""
+    method: Slug
+    """Comparison id the claim is about."""
+    reference: Slug | None = None
+    """Comparison id compared against (paired by replicate); null for one-sample threshold gates."""
+    scope: Literal["each-task", "aggregate"] = "aggregate"
+    """`each-task`: one hypothesis per task (all must pass); `aggregate`: one hypothesis on the suite's aggregate."""
+    test: TestKind
+    """How the claim is decided."""
+    comparator: Comparator
+    """Direction of the claim: `>=`/`>` (at least), `<=`/`<` (at most), `within` (equivalence)."""
+    threshold: float | None = None
+    """Threshold for one-sample gates, in `unit`."""
+    margin: float | None = Field(default=None, ge=0.0)
+    """Margin for paired gates: superiority by more than +margin, non-inferiority above -margin, equivalence
+    within +-margin."""
+    unit: str
+    """Unit of threshold and margin (e.g. `fraction`, `MSE`)."""
+    confirmatory: bool = True
+    """Part of the confirmatory family that the multiplicity correction covers."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Gate:
+        one_sample = self.test in ("lower-bound", "upper-bound")
+        if one_sample and (self.threshold is None or self.reference is not None):
+            raise ValueError(f"a {self.test} gate needs a threshold and no reference")
+        if self.test in ("superiority", "non-inferiority", "equivalence-tost"):
+            if self.reference is None or self.margin is None:
+                raise ValueError(f"a {self.test} gate needs a reference and a margin")
+        expected = {
+            "lower-bound": (">=", ">"),
+            "upper-bound": ("<=", "<"),
+            "superiority": (">=", ">"),
+            "non-inferiority": (">=", ">"),
+            "equivalence-tost": ("within",),
+        }.get(self.test)
+        if expected is not None and self.comparator not in expected:
+            raise ValueError(f"a {self.test} gate needs comparator {' or '.join(expected)}, got {self.comparator!r}")
+        if self.test == "report-only" and self.confirmatory:
+            raise ValueError("a report-only gate cannot be confirmatory")
+        return self
+
+
+class ExclusionRule(Strict):
+    """A declared rule for excluding runs; always reported with the result with and without it."""
+
+    id: Slug
+    """Rule id."""
+    description: str
+    """When a run is excluded, in words."""
+    statuses: list[Literal["failed", "crashed", "timeout"]]
+    """Run statuses the rule excludes from the planned grid (they are still listed)."""
+
+
+class PermutationPlan(Strict):
+    """Exact sign-flip permutation p: all 2^n flips up to `exactUpTo` replicates, Monte Carlo above."""
+
+    exactUpTo: int = Field(default=20, ge=1, le=24)
+    """Largest n enumerated exactly."""
+    monteCarloDraws: int = Field(default=100_000, ge=1000)
+    """Draws above `exactUpTo`."""
+    seed: int = 0
+    """Seed of the Monte Carlo generator."""
+
+
+class AnalysisPlan(Strict):
+    """How gates are tested and summarized; declared before any result."""
+
+    alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
+    """Familywise (Holm) or false-discovery (BH) level; one-sided tests use it directly."""
+    multiplicity: Literal["holm", "bh", "none"] = "holm"
+    """Correction over the confirmatory family."""
+    interval: Literal["t"] = "t"
+    """Interval method for replicate means and paired differences."""
+    replicateUnit: str = "seed"
+    """What one replicate is (e.g. `training seed x task order`); per replicate, one number."""
+    aggregate: Literal["mean", "iqm", "median"] = "mean"
+    """The declared aggregate across tasks / runs for summaries."""
+    permutation: PermutationPlan = Field(default_factory=PermutationPlan)
+    """Permutation p-value settings."""
+    bootstrapResamples: int = Field(default=10_000, ge=100)
+    """Stratified bootstrap resamples for aggregate intervals."""
+    bootstrapSeed: int = 0
+    """Seed of the bootstrap generator."""
+    exclusions: list[ExclusionRule] = Field(default_factory=list)
+    """Declared exclusion rules; no run is dropped otherwise."""
+    allowMixedToolkitVersions: bool = False
+    """Allow records produced by different toolkit versions in one report."""
+    normalization: dict[str, tuple[float, float]] | None = None
+    """Per-task normalization anchors (weak, strong); equal anchors leave a score undefined."""
+
+
+class SeedRange(Strict):
+    """A half-open range of generator seeds [start, stop)."""
+
+    start: int = Field(ge=0)
+    """First seed."""
+    stop: int
+    """One past the last seed."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SeedRange:
+        if self.stop <= self.start:
+            raise ValueError(f"empty seed range [{self.start}, {self.stop})")
+        return self
+
+
+class TaskOrder(Strict):
+    """A predeclared order of tasks."""
+
+    id: Slug
+    """Order id."""
+    tasks: list[str] = Field(min_length=1)
+    """Task ids in training order."""
+
+
+class Stage(Strict):
+    """An evaluation stage: which training seeds and task orders it runs."""
+
+    id: Slug
+    """Stage id (e.g. `preliminary`, `validation`)."""
+    seeds: list[int] = Field(min_length=1)
+    """Training seeds."""
+    orders: list[Slug] = Field(default_factory=list)
+    """Task order ids (empty where the suite has no task order)."""
+    description: str = ""
+    """What the stage is for."""
+
+
+class SeedPlan(Strict):
+    """Generator seed ranges per split, training seeds per stage, task orders."""
+
+    splits: dict[str, SeedRange] = Field(default_factory=dict)
+    """Generator seed ranges per split (`train`, `validation`, `test`); must be disjoint."""
+    taskOrders: list[TaskOrder] = Field(default_factory=list)
+    """Predeclared task orders."""
+    stages: list[Stage] = Field(min_length=1)
+    """Stages in the order they run; the first is the default of `clt run`."""
+    description: str = ""
+    """The seed plan in words."""
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> SeedPlan:
+        items = sorted(self.splits.items(), key=lambda kv: kv[1].start)
+        for (a, ra), (b, rb) in zip(items, items[1:], strict=False):
+            if rb.start < ra.stop:
+                raise ValueError(f"seed ranges of splits {a!r} and {b!r} overlap")
+        orders = {o.id for o in self.taskOrders}
+        for stage in self.stages:
+            for order in stage.orders:
+                if order not in orders:
+                    raise ValueError(f"stage {stage.id!r} names unknown task order {order!r}")
+        ids = [s.id for s in self.stages]
+        if len(ids) != len(set(ids)):
+            raise ValueError("stage ids must be unique")
+        return self
+
+
+class Safeguard(Strict):
+    """A safeguard: declared text, and the registered machine check where one exists."""
+
+    id: Slug
+    """Safeguard id."""
+    text: str
+    """The safeguard in words."""
+    check: str | None = None
+    """Name of the suite's freeze-time check that enforces it (null: declared only)."""
+
+
+class Claim(Strict):
+    """A claim the protocol supports, and the held-out unit it rests on."""
+
+    id: Slug
+    """Claim id."""
+    text: str
+    """The claim in words."""
+    heldOutUnit: str
+    """The unit the claim generalizes over (episode, layout seed, session, task...)."""
+
+
+class Milestone(Strict):
+    """A declared milestone."""
+
+    id: Slug
+    """Milestone id."""
+    title: str
+    """What it is."""
+    note: str = ""
+    """Details."""
+
+
+class MilestoneState(Strict):
+    """Mutable state of a milestone (in `status`, outside the hash)."""
+
+    state: Literal["planning", "planned", "in-progress", "done", "blocked"]
+    """Where it stands."""
+    completedOn: datetime.date | None = None
+    """Completion date."""
+    note: str = ""
+    """Details."""
+
+
+class Status(Strict):
+    """Mutable status, outside the hash; written by people while drafting and by the gatekeeper after."""
+
+    stage: Literal["planning", "draft", "pilot", "frozen", "running", "reported"]
+    """Where the evaluation stands."""
+    updatedOn: datetime.date
+    """Last change."""
+    note: str = ""
+    """The state in words."""
+    milestones: dict[str, MilestoneState] = Field(default_factory=dict)
+    """Milestone id -> state."""
+
+
+class ProtocolBase(Strict):
+    """The common envelope of every protocol (hashed except `status` and `results`)."""
+
+    id: Annotated[str, Field(pattern=ID_PATTERN)]
+    """`<name>-v<N>`, equal to the file name."""
+    suite: str
+    """The suite that runs it."""
+    title: str
+    """Short title."""
+    goal: str
+    """What the evaluation is for."""
+    schemaVersion: Literal[1]
+    """Version of this document format."""
+    supersedes: Annotated[str, Field(pattern=r"^[a-z0-9.-]+-v[1-9][0-9]*@sha256:[0-9a-f]{64}$")] | None = None
+    """`<id>@sha256:<hex>` of the frozen protocol this version replaces."""
+    comparisons: list[Comparison] = Field(default_factory=list)
+    """Every method run, with its role and all hyperparameters."""
+    budget: Budget = Field(default_factory=Budget)
+    """Budget and fairness clauses."""
+    metrics: list[MetricDecl] = Field(default_factory=list)
+    """Metrics reported."""
+    gates: list[Gate] = Field(default_factory=list)
+    """Machine-readable claims decided by the gatekeeper."""
+    analysis: AnalysisPlan = Field(default_factory=AnalysisPlan)
+    """Statistics plan."""
+    seeds: SeedPlan
+    """Seeds, splits, task orders and stages."""
+    claims: list[Claim] = Field(default_factory=list)
+    """Claims the protocol supports and their held-out units."""
+    safeguards: list[Safeguard] = Field(default_factory=list)
+    """Safeguards, with machine checks where they exist."""
+    disclosures: list[str] = Field(default_factory=list)
+    """What the report must disclose."""
+    outsideScope: list[str] = Field(default_factory=list)
+    """What the evaluation does not address."""
+    milestones: list[Milestone] = Field(default_factory=list)
+    """Declared milestones (their state lives in `status`)."""
+    status: Status | None = None
+    """Mutable status (not hashed)."""
+    results: Results | None = None
+    """Written by the gatekeeper only (not hashed)."""
+
+    @model_validator(mode="after")
+    def _references(self) -> ProtocolBase:
+        ids = [c.id for c in self.comparisons]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"comparison ids must be unique, repeated: {', '.join(dupes)}")
+        metrics = {m.id for m in self.metrics}
+        gate_ids = [g.id for g in self.gates]
+        if len(gate_ids) != len(set(gate_ids)):
+            raise ValueError("gate ids must be unique")
+        for gate in self.gates:
+            if gate.metric not in metrics:
+                raise ValueError(f"gate {gate.id!r}: metric {gate.metric!r} is not among the protocol's metrics")
+            for ref in (gate.method, gate.reference):
+                if ref is not None and ref not in ids:
+                    raise ValueError(f"gate {gate.id!r}: unknown comparison {ref!r} (known: {', '.join(ids)})")
+        for clause in self.budget.match:
+            for ref in clause.across:
+                if ref not in ids:
+                    raise ValueError(f"budget clause on {clause.quantity}: unknown comparison {ref!r}")
+        return self
+
+    def comparison(self, comparison_id: str) -> Comparison:
+        for comp in self.comparisons:
+            if comp.id == comparison_id:
+                return comp
+        raise KeyError(comparison_id)
+
+    def stage(self, stage_id: str | None) -> Stage:
+        if stage_id is None:
+            return self.seeds.stages[0]
+        for stage in self.seeds.stages:
+            if stage.id == stage_id:
+                return stage
+        from cltoolkit.errors import InputError
+
+        raise InputError(
+            f"{self.id}: unknown stage {stage_id!r}. Available: {', '.join(s.id for s in self.seeds.stages)}"
+        )

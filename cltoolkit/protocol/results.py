@@ -1,0 +1,154 @@
+"""The results block: written into a protocol by the gatekeeper only (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from cltoolkit.protocol._base import Strict
+
+__all__ = ["BudgetCheck", "GateResult", "HypothesisResult", "Results", "RunCounts", "RunSummary"]
+
+Decision = Literal["pass", "fail", "not-evaluable", "reported"]
+
+
+class RunCounts(Strict):
+    """How many runs the stage planned and what happened to them."""
+
+    planned: int
+    """Runs in the planned grid."""
+    completed: int
+    """Runs with status `completed`."""
+    failed: int
+    """Runs that raised an exception."""
+    crashed: int
+    """Runs whose process died."""
+    timeout: int
+    """Runs stopped at their time limit."""
+    missing: int
+    """Planned runs with no record."""
+    excluded: int
+    """Runs excluded by a declared rule (listed in `exclusions`)."""
+
+
+class HypothesisResult(Strict):
+    """One tested hypothesis of a gate (one per task for `each-task` gates)."""
+
+    scope: str
+    """Task id, or `aggregate`."""
+    n: int
+    """Replicates used."""
+    estimate: float | None
+    """Mean (one-sample) or mean paired difference (method - reference)."""
+    interval: tuple[float | None, float | None] | None
+    """Simultaneous (multiplicity-compatible) confidence interval or bound; null ends are unbounded."""
+    pValue: float | None
+    """Unadjusted p-value of the declared test."""
+    pAdjusted: float | None
+    """p-value adjusted over the confirmatory family (Holm / BH)."""
+    permutationP: float | None
+    """Exact (or declared Monte Carlo) sign-flip p, two-sided, beside the t test (paired gates)."""
+    wilcoxonP: float | None
+    """Wilcoxon signed-rank p, two-sided, beside it (paired gates)."""
+    decision: Decision
+    """Decision on this hypothesis."""
+    reason: str = ""
+    """Why it is not evaluable, or what the decision rests on."""
+
+
+class GateResult(Strict):
+    """The decision on one declared gate."""
+
+    id: str
+    """Gate id."""
+    label: str
+    """Gate statement."""
+    test: str
+    """Test kind."""
+    estimate: float | None
+    """Estimate (worst case over tasks for `each-task` gates)."""
+    interval: tuple[float | None, float | None] | None
+    """Interval of the deciding hypothesis."""
+    pValue: float | None
+    """Largest unadjusted p over the gate's hypotheses."""
+    pAdjusted: float | None
+    """Largest adjusted p over the gate's hypotheses."""
+    decision: Decision
+    """`pass` only when every hypothesis of the gate is rejected in the declared direction."""
+    n: int
+    """Replicates (smallest over hypotheses)."""
+    wording: str
+    """How the result may be stated (a report-only comparison is an improvement only when its test rejects)."""
+    hypotheses: list[HypothesisResult]
+    """Per-hypothesis detail."""
+
+
+class BudgetCheck(Strict):
+    """A declared fairness clause checked from the run ledgers."""
+
+    quantity: str
+    """Ledger quantity."""
+    across: list[str]
+    """Comparison ids."""
+    values: dict[str, float | None]
+    """Mean ledger value per comparison over completed runs."""
+    ok: bool
+    """Whether the clause holds."""
+    message: str
+    """The numbers in words."""
+
+
+class RunSummary(Strict):
+    """One planned run, as the gatekeeper saw it."""
+
+    runId: str
+    """Deterministic run id."""
+    comparison: str
+    """Comparison id."""
+    seed: int
+    """Training seed."""
+    order: str | None
+    """Task order id."""
+    cell: str | None
+    """Grid cell."""
+    status: str
+    """Record status, or `missing`."""
+    excludedBy: str | None = None
+    """Exclusion rule id when excluded."""
+    scores: dict[str, JsonValue] = Field(default_factory=dict)
+    """Raw per-run scores the analysis used."""
+
+
+class Results(Strict):
+    """The results block of a protocol."""
+
+    protocolSha256: str
+    """Hash of the protocol the results belong to."""
+    canonicalization: str
+    """Canonicalization id of that hash."""
+    measuredOn: datetime.datetime
+    """When the gatekeeper computed this block (UTC)."""
+    toolkitVersion: str
+    """Version of the gatekeeper that computed it."""
+    stage: str
+    """Stage reported."""
+    runs: RunCounts
+    """Run counts."""
+    gates: list[GateResult]
+    """Gate decisions."""
+    budgetChecks: list[BudgetCheck]
+    """Fairness clauses checked from the ledgers."""
+    perRun: list[RunSummary]
+    """Every planned run with its status and raw scores; nothing dropped."""
+    summaries: dict[str, JsonValue]
+    """The suite's own summaries (per-task immediate and final values, ranks, ...)."""
+    exclusions: list[dict[str, JsonValue]]
+    """Exclusions applied, each with the affected gates' decisions with and without it."""
+    resourceCosts: dict[str, JsonValue]
+    """Summed ledgers and wall-clock per comparison, measured vs analytical kept apart."""
+    toolkitVersions: list[str]
+    """Toolkit versions that produced the records."""
+    reports: list[str]
+    """Paths of the human-readable reports written beside this block."""

@@ -1,0 +1,112 @@
+"""Load a protocol document strictly and validate it into its suite's model."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cltoolkit.errors import Problem, ValidationFailed
+from cltoolkit.protocol.load import display_path, json_pointer, load_json_file
+from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.registry import Registries, registries
+
+__all__ = ["LoadedProtocol", "load_protocol", "pydantic_problems", "validate_document"]
+
+
+@dataclass(frozen=True)
+class LoadedProtocol:
+    """A validated protocol: the raw document (what the hash covers), the model, and where it came from."""
+
+    path: Path
+    document: dict[str, Any]
+    model: ProtocolBase
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.model.id
+
+
+def pydantic_problems(exc: ValidationError, source: str, prefix: str = "") -> list[Problem]:
+    """One problem per pydantic error, located as `source: <JSON pointer>` (under `prefix`)."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-after"))]
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (not allowed here)"
+        elif err["type"] == "missing":
+            msg = "required field missing"
+        elif "input" in err and err["type"].endswith("_type"):
+            msg = f"{msg}, got {type(err['input']).__name__} {json.dumps(err['input'])[:40]}"
+        msg = msg.removeprefix("Value error, ")
+        problems.append(Problem(f"{source}: {prefix + json_pointer(loc) or '/'}", msg))
+    return problems
+
+
+def validate_document(
+    document: dict[str, Any], source: str, regs: Registries | None = None, expected_id: str | None = None
+) -> tuple[ProtocolBase, list[str]]:
+    """Validate a parsed document; returns the model and warnings, raises `ValidationFailed` with every problem."""
+    regs = regs or registries()
+    suite_name = document.get("suite")
+    if not isinstance(suite_name, str):
+        raise ValidationFailed(problems=[Problem(f"{source}: /suite", "required string field missing")])
+    if suite_name not in regs.suite:
+        raise ValidationFailed(problems=[Problem(f"{source}: /suite", regs.suite.unknown_message(suite_name))])
+    suite = regs.suite.get(suite_name)()
+    try:
+        model = suite.protocol_model.model_validate_json(json.dumps(document), strict=True)
+    except ValidationError as exc:
+        raise ValidationFailed(problems=pydantic_problems(exc, source)) from None
+    problems: list[Problem] = []
+    if expected_id is not None and model.id != expected_id:
+        problems.append(
+            Problem(f"{source}: /id", f"id {model.id!r} does not match the file name (expected {expected_id!r})")
+        )
+    problems.extend(_check_registered(model, regs, source))
+    problems.extend(Problem(f"{source}: {p.where}", p.message) for p in suite.check(model))
+    if problems:
+        raise ValidationFailed(problems=problems)
+    return model, _warnings(model)
+
+
+def _check_registered(model: ProtocolBase, regs: Registries, source: str) -> list[Problem]:
+    problems = []
+    for i, comp in enumerate(model.comparisons):
+        where = f"{source}: /comparisons/{i}"
+        if comp.method not in regs.method:
+            problems.append(Problem(f"{where}/method", regs.method.unknown_message(comp.method)))
+            continue
+        method = regs.method.get(comp.method)
+        if method.suite != model.suite:
+            problems.append(
+                Problem(f"{where}/method", f"method {comp.method!r} belongs to suite {method.suite!r}, not {model.suite!r}")
+            )
+        if method.Params is not None:
+            try:
+                method.Params.model_validate_json(json.dumps(comp.hyperparameters), strict=True)
+            except ValidationError as exc:
+                problems.extend(pydantic_problems(exc, source, f"/comparisons/{i}/hyperparameters"))
+        elif comp.hyperparameters:
+            problems.append(Problem(f"{where}/hyperparameters", f"method {comp.method!r} takes no hyperparameters"))
+    for i, metric in enumerate(model.metrics):
+        if metric.id not in regs.metric:
+            problems.append(Problem(f"{source}: /metrics/{i}/id", regs.metric.unknown_message(metric.id)))
+    return problems
+
+
+def _warnings(model: ProtocolBase) -> list[str]:
+    """Claims naming a held-out unit the protocol does not hold out (issue 7 fills the unit catalogue)."""
+    return []
+
+
+def load_protocol(path: Path, regs: Registries | None = None) -> LoadedProtocol:
+    """Strictly load and validate the protocol file at `path` (its id must match the file name)."""
+    document = load_json_file(path)
+    model, warnings = validate_document(document, display_path(path), regs, expected_id=path.stem)
+    return LoadedProtocol(path, document, model, tuple(warnings))

@@ -1,0 +1,83 @@
+"""RunSpecs: one planned run, with a deterministic id; and what a driver or executor returns."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ExecutionResult", "RunOutput", "RunSpec", "run_id"]
+
+
+def run_id(comparison: str, seed: int, order: str | None, cell: str | None) -> str:
+    """Readable and deterministic: `<comparison>[-<cell>][-<order>]-s<seed>`."""
+    parts = [comparison]
+    if cell:
+        parts.append(cell)
+    if order:
+        parts.append(order)
+    parts.append(f"s{seed}")
+    return "-".join(parts)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One planned run of a protocol."""
+
+    protocol_id: str
+    protocol_sha256: str
+    pilot: bool
+    stage: str
+    comparison: str
+    method: str
+    seed: int
+    order: str | None = None
+    cell: str | None = None
+    run_dir: Path | None = None
+    protocol_path: Path | None = None
+    threads: int = 1
+    timeout_s: float | None = None
+    max_attempts: int = 2
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.comparison, self.seed, self.order, self.cell)
+
+    def spec_dict(self) -> dict[str, Any]:
+        return {
+            "comparison": self.comparison,
+            "method": self.method,
+            "seed": self.seed,
+            "order": self.order,
+            "cell": self.cell,
+            "stage": self.stage,
+        }
+
+    def fingerprint(self) -> str:
+        text = json.dumps([self.protocol_sha256, self.spec_dict()], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class RunOutput:
+    """What a suite driver returns for one run."""
+
+    metrics: dict[str, Any]
+    budget: dict[str, int] = field(default_factory=dict)
+    reused: list[str] = field(default_factory=list)
+    device: str = "cpu"
+
+
+@dataclass
+class ExecutionResult:
+    """What an executor reports for one run attempt sequence."""
+
+    spec: RunSpec
+    state: str  # completed | failed | crashed | timeout | interrupted
+    reason: str
+    attempts: int
+    wall_clock_s: float
+    output: RunOutput | None = None
+    torch_threads: int | None = None

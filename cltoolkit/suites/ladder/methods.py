@@ -1,0 +1,121 @@
+"""Ladder dynamics models: each predicts s_{t+1} from (s_t, u_t, u_{t-1}).
+
+A model is built from the protocol (its comparison's hyperparameters and the protocol's systems), so a
+learned model (least squares here) fits the same interface as a declared one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from cltoolkit.components import Method
+from cltoolkit.protocol._base import Strict
+
+if TYPE_CHECKING:
+    from cltoolkit.suites.ladder.models import LadderProtocol
+
+__all__ = ["DynamicsModel", "LeastSquares", "Linear", "LinearModel", "OracleController", "ZeroAction"]
+
+
+class LinearModel:
+    """s' = a s + b u + c u_prev, vectorized over numpy arrays."""
+
+    def __init__(self, a: float, b: float, c: float) -> None:
+        self.a, self.b, self.c = float(a), float(b), float(c)
+
+    def predict(self, s: np.ndarray | float, u: np.ndarray | float, u_prev: np.ndarray | float) -> np.ndarray:
+        return np.asarray(self.a * np.asarray(s) + self.b * np.asarray(u) + self.c * np.asarray(u_prev))
+
+    @property
+    def coefficients(self) -> dict[str, float]:
+        return {"a": self.a, "b": self.b, "c": self.c}
+
+
+class DynamicsModel(Method):
+    """A ladder method: builds a predictive model, or (for diagnostics) a fixed controller."""
+
+    suite: ClassVar[str] = "ladder"
+    controls_only: ClassVar[bool] = False
+    """Diagnostic controllers take part in the control rungs only."""
+
+    @classmethod
+    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel | None:
+        """The model (None for a controller that does not use one)."""
+        raise NotImplementedError
+
+
+class LinearParams(Strict):
+    """Declared coefficients."""
+
+    a: float
+    """State coefficient."""
+    b: float
+    """Action coefficient."""
+    c: float = 0.0
+    """Previous-action coefficient."""
+
+
+class Linear(DynamicsModel):
+    """A declared linear model `s' = a s + b u + c u_prev`."""
+
+    Params = LinearParams
+    summary = "declared linear model s' = a s + b u + c u_prev"
+
+    @classmethod
+    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel:
+        assert isinstance(params, LinearParams)
+        return LinearModel(params.a, params.b, params.c)
+
+
+class LeastSquaresParams(Strict):
+    """Fit on transitions sampled from the true system, independent of the evaluation transitions."""
+
+    transitions: int = Field(ge=3)
+    """Training transitions."""
+    seed: int = Field(ge=0)
+    """Seed of the training sample (distinct from the evaluation seed)."""
+    usePrevAction: bool = True
+    """Whether the model has a previous-action term."""
+
+
+class LeastSquares(DynamicsModel):
+    """A linear model fitted by ordinary least squares on its own sample of true transitions."""
+
+    Params = LeastSquaresParams
+    summary = "least-squares fit on its own sample of the true system"
+
+    @classmethod
+    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel:
+        assert isinstance(params, LeastSquaresParams)
+        from cltoolkit.suites.ladder.rungs import sample_transitions
+
+        sample = sample_transitions(protocol, params.transitions, np.random.default_rng(params.seed))
+        columns = [sample.s, sample.u] + ([sample.u_prev] if params.usePrevAction else [])
+        coef, *_ = np.linalg.lstsq(np.stack(columns, axis=1), sample.s_next, rcond=None)
+        c = float(coef[2]) if params.usePrevAction else 0.0
+        return LinearModel(float(coef[0]), float(coef[1]), c)
+
+
+class OracleController(DynamicsModel):
+    """Diagnostic (privileged): one-step MPC with the true coefficients of whichever system it runs in."""
+
+    controls_only = True
+    summary = "oracle one-step controller with the true coefficients (privileged diagnostic)"
+
+    @classmethod
+    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> None:
+        return None
+
+
+class ZeroAction(DynamicsModel):
+    """Diagnostic (trivial): always acts 0, showing the value of control."""
+
+    controls_only = True
+    summary = "zero action (trivial diagnostic)"
+
+    @classmethod
+    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> None:
+        return None

@@ -1,0 +1,1 @@
+"""The nav4 suite."""

@@ -1,0 +1,1 @@
+"""The sessions suite."""
