@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cltoolkit.cli import app
+from cltoolkit.project import Project
+from cltoolkit.registry import reset_registries
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
+    """A scratch copy of this repository's protocols (no locks) as the current project."""
+    root = tmp_path / "proj"
+    shutil.copytree(REPO / "protocols", root / "protocols")
+    (root / "registry" / "locks").mkdir(parents=True)
+    monkeypatch.setenv("CLT_ROOT", str(root))
+    monkeypatch.chdir(root)
+    reset_registries()
+    yield Project(root)
+    reset_registries()
+
+
+class Cli:
+    def __init__(self) -> None:
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str) -> Any:
+        return self.runner.invoke(app, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def cli() -> Cli:
+    return Cli()
+
+
+def read(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def write(path: Path, doc: Any) -> None:
+    path.write_text(json.dumps(doc, indent=2) + "\n")

@@ -1,0 +1,129 @@
+"""Freeze / verify / diff / bump."""
+
+from __future__ import annotations
+
+import json
+
+from cltoolkit.protocol.hashing import protocol_hash
+from cltoolkit.protocol.lock import read_lock
+from tests.conftest import read, write
+
+
+def _freeze_ladder(cli, project):  # type: ignore[no-untyped-def]
+    result = cli("protocol", "freeze", "ladder-v1")
+    assert result.exit_code == 0, result.output
+    return project.protocol_path("ladder-v1")
+
+
+def test_freeze_writes_lock(cli, project) -> None:  # type: ignore[no-untyped-def]
+    path = _freeze_ladder(cli, project)
+    lock = read_lock(project, "ladder-v1")
+    assert lock is not None
+    assert lock.sha256 == protocol_hash(read(path))
+    assert set(read(project.lock_path("ladder-v1"))) == {
+        "protocol", "sha256", "canonicalization", "frozenOn", "schemaVersion", "toolkitVersion"
+    }
+    assert cli("protocol", "verify").exit_code == 0
+
+
+def test_freeze_refuses_twice(cli, project) -> None:  # type: ignore[no-untyped-def]
+    _freeze_ladder(cli, project)
+    result = cli("protocol", "freeze", "ladder-v1")
+    assert result.exit_code == 1 and "already frozen" in result.output and "clt protocol bump" in result.output
+
+
+def test_freeze_refuses_invalid(cli, project) -> None:  # type: ignore[no-untyped-def]
+    path = project.protocol_path("ladder-v1")
+    doc = read(path)
+    doc["rungs"]["control"]["gridPoints"] = 1
+    write(path, doc)
+    result = cli("protocol", "freeze", "ladder-v1")
+    assert result.exit_code == 2 and "/rungs/control/gridPoints" in result.output
+    assert not project.lock_path("ladder-v1").exists()
+
+
+def test_freeze_refuses_failing_safeguards(cli, project) -> None:  # type: ignore[no-untyped-def]
+    result = cli("protocol", "freeze", "nav4-v1")
+    assert result.exit_code == 1 and "safeguard checks fail" in result.output
+    result = cli("protocol", "freeze", "wmf-v1")
+    assert result.exit_code == 1 and "/comparisons: nothing to run" in result.output
+
+
+def test_verify_fails_on_value_change_naming_pointer(cli, project) -> None:  # type: ignore[no-untyped-def]
+    path = _freeze_ladder(cli, project)
+    doc = read(path)
+    doc["systems"]["true"]["a"] = 0.96
+    doc["comparisons"][0]["label"] = "Bold"
+    write(path, doc)
+    result = cli("protocol", "verify")
+    assert result.exit_code == 1
+    assert "ladder-v1: /systems/true/a: changed from 0.95 to 0.96" in result.output
+    assert "ladder-v1: /comparisons/0/label: changed from \"Aggressive\" to \"Bold\"" in result.output
+
+
+def test_verify_passes_on_format_order_status_results(cli, project) -> None:  # type: ignore[no-untyped-def]
+    path = _freeze_ladder(cli, project)
+    doc = read(path)
+    reordered = dict(reversed(list(doc.items())))
+    reordered["status"] = {"stage": "frozen", "updatedOn": "2026-12-01"}
+    reordered["results"] = {"anything": [1, 2]}
+    path.write_text(json.dumps(reordered, indent=7, sort_keys=True))
+    assert cli("protocol", "verify").exit_code == 0
+
+
+def test_verify_fails_without_protocol_file(cli, project) -> None:  # type: ignore[no-untyped-def]
+    path = _freeze_ladder(cli, project)
+    path.unlink()
+    result = cli("protocol", "verify")
+    assert result.exit_code == 1 and "protocol file" in result.output and "missing" in result.output
+
+
+def test_verify_detects_added_and_removed_fields(cli, project) -> None:  # type: ignore[no-untyped-def]
+    path = _freeze_ladder(cli, project)
+    doc = read(path)
+    del doc["outsideScope"]
+    doc["extra"] = 1
+    write(path, doc)
+    out = cli("protocol", "verify").output
+    assert "/outsideScope: removed" in out and "/extra: added 1" in out
+
+
+def test_diff(cli, project) -> None:  # type: ignore[no-untyped-def]
+    path = project.protocol_path("ladder-v1")
+    other = project.protocols_dir / "ladder-v2.json"
+    doc = read(path)
+    doc["id"] = "ladder-v2"
+    doc["status"]["note"] = "x"
+    write(other, doc)
+    result = cli("protocol", "diff", "ladder-v1", "ladder-v2")
+    assert result.exit_code == 0
+    assert "/id: changed" in result.output and "1 in hashed content; hashes differ" in result.output
+
+
+def test_bump(cli, project) -> None:  # type: ignore[no-untyped-def]
+    result = cli("protocol", "bump", "ladder-v1")
+    assert result.exit_code == 1 and "not frozen" in result.output
+    _freeze_ladder(cli, project)
+    assert cli("protocol", "bump", "ladder-v1").exit_code == 0
+    new = read(project.protocol_path("ladder-v2"))
+    lock = read_lock(project, "ladder-v1")
+    assert lock is not None
+    assert new["id"] == "ladder-v2" and new["supersedes"] == f"ladder-v1@{lock.sha256}"
+    assert new["results"] is None and new["status"]["stage"] == "draft"
+    assert not project.lock_path("ladder-v2").exists()
+    assert cli("protocol", "validate", "ladder-v2").exit_code == 0
+    assert cli("protocol", "bump", "ladder-v1").exit_code == 1
+
+
+def test_hash_command_matches_library(cli, project) -> None:  # type: ignore[no-untyped-def]
+    result = cli("protocol", "hash", "ladder-v1")
+    assert result.output.strip() == protocol_hash(read(project.protocol_path("ladder-v1")))
+
+
+def test_project_found_upward(cli, project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("CLT_ROOT")
+    sub = project.root / "a" / "b"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    assert cli("protocol", "validate", "ladder-v1").exit_code == 0
+    assert cli("--root", str(project.root), "protocol", "validate", "ladder-v1").exit_code == 0
