@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+from statsmodels.stats.weightstats import ttost_paired
+
+from cltoolkit import stats
+
+
+def test_holm_compatible_bounds_vector() -> None:
+    r = stats.holm_simultaneous_lower_bounds([12, 3, -1], [1.5, 1.2, 0.9], [10, 0, -5], 4, 0.05)
+    assert np.round(r.lower, 3).tolist() == [7.835, -0.332, -5.0]
+    assert r.rejected.tolist() == [False, False, True]
+
+
+def test_holm_bounds_all_rejected_are_max_of_threshold_and_bonferroni() -> None:
+    r = stats.holm_simultaneous_lower_bounds([10, 10], [1, 1], [0, 5], 10, 0.05)
+    assert r.rejected.all()
+    bonf = 10 - sps.t.ppf(1 - 0.05 / 2, 10)
+    assert r.lower.tolist() == pytest.approx([max(0, bonf), max(5, bonf)])
+
+
+def test_holm_bounds_compatible_with_decisions() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        m = int(rng.integers(1, 6))
+        est, se, delta = rng.normal(0, 3, m), rng.uniform(0.5, 2, m), rng.normal(0, 2, m)
+        r = stats.holm_simultaneous_lower_bounds(est, se, delta, 6, 0.05)
+        # a rejected hypothesis has a bound at or above its threshold; a retained one strictly below
+        assert np.all(r.lower[r.rejected] >= delta[r.rejected] - 1e-12)
+        assert np.all(r.lower[~r.rejected] < delta[~r.rejected])
+
+
+def test_holm_and_bh_match_statsmodels() -> None:
+    p = [0.01, 0.04, 0.03, 0.2, 0.001]
+    assert stats.holm(p) == pytest.approx(multipletests(p, method="holm")[1])
+    assert stats.benjamini_hochberg(p) == pytest.approx(multipletests(p, method="fdr_bh")[1])
+
+
+def test_exact_permutation_minima() -> None:
+    assert stats.sign_flip_p(np.full(5, 0.3))[0] == 0.0625
+    assert stats.sign_flip_p(np.linspace(0.1, 1, 10))[0] == 0.001953125
+
+
+def test_permutation_hand_case_and_monte_carlo() -> None:
+    # d = [1, -2, 3]: sums of +-1 +-2 +-3 -> |sum| >= 2 in 6 of 8 flips
+    assert stats.sign_flip_p(np.array([1.0, -2.0, 3.0])) == (0.75, True)
+    x = np.random.default_rng(0).normal(0.4, 1, 30)
+    with pytest.raises(ValueError, match="Generator"):
+        stats.sign_flip_p(x, exact_up_to=20)
+    p1, exact = stats.sign_flip_p(x, draws=20_000, rng=np.random.default_rng(5))
+    p2, _ = stats.sign_flip_p(x, draws=20_000, rng=np.random.default_rng(5))
+    assert not exact and p1 == p2 and 0 < p1 < 1
+
+
+def test_tost_matches_statsmodels() -> None:
+    x = np.array([1.0, 2, 3, 4, 5.5, 2.2])
+    y = np.array([1.2, 1.5, 3.3, 4.1, 5.0, 2.0])
+    p, lower, upper = ttost_paired(x, y, -1, 1)
+    ours = stats.tost(x - y, -1, 1)
+    assert ours.p == pytest.approx(p)
+    assert ours.p_lower == pytest.approx(lower[1]) and ours.p_upper == pytest.approx(upper[1])
+
+
+def test_one_sided_t_matches_scipy() -> None:
+    x = np.array([0.8, 0.75, 0.9, 0.7, 0.85])
+    r = stats.one_sided_t(x, 0.7)
+    assert r.p == pytest.approx(sps.ttest_1samp(x, 0.7, alternative="greater").pvalue)
+    assert r.lower == pytest.approx(x.mean() - sps.t.ppf(0.95, 4) * x.std(ddof=1) / math.sqrt(5))
+
+
+def test_zero_variance_is_handled() -> None:
+    r = stats.one_sided_t(np.ones(4), 0.5)
+    assert r.p == 0.0 and r.lower == 1.0
+    assert stats.one_sided_t(np.ones(4), 1.0).p == 1.0
+    assert stats.wilcoxon_p(np.zeros(5)) is None
+
+
+def test_iqm_convention() -> None:
+    assert stats.iqm(np.arange(8.0)) == pytest.approx(np.mean([2, 3, 4, 5]))
+    assert stats.iqm(np.arange(10.0)) == pytest.approx(np.mean([2, 3, 4, 5, 6, 7]))  # floor(10/4) = 2 each end
+    assert stats.iqm(np.array([5.0])) == 5.0
+
+
+def test_normalized_scores_not_clipped_and_undefined_for_equal_anchors() -> None:
+    out = stats.normalized_scores(np.array([-1.0, 0.5, 3.0]), 0.0, 2.0)
+    assert out is not None and out.tolist() == [-0.5, 0.25, 1.5]
+    assert stats.normalized_scores(np.array([1.0]), 1.0, 1.0) is None
+
+
+def test_profiles_gap_and_improvement() -> None:
+    assert stats.performance_profile(np.array([0.1, 0.5, 0.9]), np.array([0.0, 0.5, 1.0])).tolist() == [1.0, 1 / 3, 0.0]
+    assert stats.optimality_gap(np.array([0.5, 1.2]), 1.0) == 0.25
+    x = np.array([[1.0], [2.0]])
+    y = np.array([[1.0], [0.0]])
+    assert stats.probability_of_improvement(x, y) == pytest.approx((0.5 + 1 + 1 + 1) / 4)
+
+
+def test_stratified_bootstrap_reproducible_and_covers() -> None:
+    scores = np.random.default_rng(0).normal(size=(10, 3))
+    a = stats.stratified_bootstrap_ci(scores, lambda s: float(np.mean(s)), np.random.default_rng(3), resamples=500)
+    b = stats.stratified_bootstrap_ci(scores, lambda s: float(np.mean(s)), np.random.default_rng(3), resamples=500)
+    assert a == b and a.low < a.estimate < a.high
+
+
+def test_power_normal_and_exact() -> None:
+    # the chapter's normal plan: ((1.960 + 0.842) sigma / delta)^2
+    assert stats.n_normal(1.0, 0.5) == math.ceil(((1.959964 + 0.841621) * 2) ** 2)
+    n = stats.n_exact_t(1.0, 0.5)
+    expected = TTestPower().solve_power(effect_size=0.5, alpha=0.05, power=0.8)
+    assert n == math.ceil(expected)
+    assert stats.power_t(n, 1.0, 0.5) >= 0.8 > stats.power_t(n - 1, 1.0, 0.5)
+
+
+def test_tost_power_against_simulation() -> None:
+    rng = np.random.default_rng(7)
+    n, sigma, margin = 12, 1.0, 0.9
+    sims = rng.normal(0.1, sigma, size=(20_000, n))
+    crit = sps.t.ppf(0.95, n - 1)
+    mean, se = sims.mean(1), sims.std(1, ddof=1) / math.sqrt(n)
+    simulated = np.mean((mean - crit * se > -margin) & (mean + crit * se < margin))
+    assert stats.tost_power(n, sigma, margin, 0.1) == pytest.approx(simulated, abs=0.01)
