@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from cltoolkit.protocol._base import Strict
     from cltoolkit.protocol.models import ProtocolBase
     from cltoolkit.run.record import RunRecord
-    from cltoolkit.run.spec import ExecutionResult, RunOutput, RunSpec
+    from cltoolkit.run.spec import ExecutionResult, GridPoint, RunOutput, RunSpec
 
 __all__ = ["Analysis", "Executor", "Method", "Metric", "Suite"]
 
@@ -82,9 +82,22 @@ class Suite(ABC):
         """Safeguard checks run by `clt protocol freeze` (e.g. duplicate layouts across splits)."""
         return ()
 
-    def plan(self, protocol: ProtocolBase, stage: str | None) -> list[RunSpec]:
-        """The stage's grid of runs (deterministic ids)."""
-        raise NotImplementedError(f"suite {self.name!r} cannot run yet")
+    def plan(self, protocol: ProtocolBase, stage: str | None) -> list[GridPoint]:
+        """The stage's grid: comparisons x stage seeds x stage task orders x cells (deterministic run ids)."""
+        from cltoolkit.run.spec import GridPoint
+
+        st = protocol.stage(stage)
+        return [
+            GridPoint(comp.id, comp.method, seed, order, cell)
+            for comp in protocol.comparisons
+            for cell in self.cells(protocol)
+            for order in (st.orders or [None])
+            for seed in st.seeds
+        ]
+
+    def cells(self, protocol: ProtocolBase) -> list[str | None]:
+        """Grid cells (e.g. family x distance); [None] where the suite has none."""
+        return [None]
 
     def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
         """Run one spec (in the worker process) and return its metrics and budget ledger."""

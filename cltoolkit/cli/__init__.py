@@ -85,8 +85,14 @@ def _has_project() -> bool:
 
 
 def _register_optional() -> None:
-    """Sub-apps added by later layers (run, report, plan, status)."""
-    return
+    """Sub-apps of the run, report and plan layers."""
+    from cltoolkit.cli import plan as plan_cli
+    from cltoolkit.cli import report as report_cli
+    from cltoolkit.cli import run as run_cli
+
+    app.add_typer(plan_cli.app, name="plan")
+    run_cli.register(app)
+    report_cli.register(app)
 
 
 _register_optional()

@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ExecutionResult", "RunOutput", "RunSpec", "run_id"]
+__all__ = ["ExecutionResult", "GridPoint", "RunOutput", "RunSpec", "replicate_key", "run_id"]
+
+
+def replicate_key(seed: int, order: str | None, cell: str | None) -> str:
+    """The replicate a run belongs to (paired across comparisons): cell, task order and seed."""
+    return f"{cell or '-'}|{order or '-'}|s{seed}"
 
 
 def run_id(comparison: str, seed: int, order: str | None, cell: str | None) -> str:
@@ -20,6 +25,21 @@ def run_id(comparison: str, seed: int, order: str | None, cell: str | None) -> s
         parts.append(order)
     parts.append(f"s{seed}")
     return "-".join(parts)
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One point of a protocol's grid: comparison x seed x task order x cell."""
+
+    comparison: str
+    method: str
+    seed: int
+    order: str | None = None
+    cell: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.comparison, self.seed, self.order, self.cell)
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.suites.ladder.models import LadderProtocol
+
+if TYPE_CHECKING:
+    from cltoolkit.run.spec import RunOutput, RunSpec
 
 __all__ = ["LadderSuite"]
 
@@ -33,3 +38,50 @@ class LadderSuite(Suite):
         ):
             if metric not in declared:
                 yield Problem(pointer, f"metric {metric!r} is not among the protocol's metrics")
+
+    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+        """Evaluate one comparison on every rung it takes part in."""
+        import numpy as np
+
+        from cltoolkit.registry import registries
+        from cltoolkit.run.spec import RunOutput
+        from cltoolkit.suites.ladder import rungs
+
+        assert isinstance(protocol, LadderProtocol)
+        comp = protocol.comparison(spec.comparison)
+        method = registries().method.get(comp.method)
+        params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
+        model = method.build(params, protocol, np.random.default_rng(spec.seed))
+        control = protocol.rungs.control
+        metrics: dict[str, object] = {}
+        queries = 0
+        if not method.controls_only:
+            assert model is not None
+            one = rungs.one_step(model, protocol)
+            roll = rungs.rollout(model, protocol)
+            inter = rungs.intervention(model, protocol)
+            metrics.update(
+                {
+                    "coefficients": model.coefficients,
+                    protocol.rungs.oneStep.metric: one["mse"],
+                    protocol.rungs.rollout.metric: roll["rmse"],
+                    protocol.rungs.intervention.metric: inter["error"],
+                    "oneStep": one,
+                    "rollout": roll,
+                    "intervention": inter,
+                }
+            )
+            queries += protocol.rungs.oneStep.transitions + sum(
+                2 * [protocol.rungs.rollout.constantSteps, *protocol.rungs.rollout.alternatingHorizons]
+            ) + 2 * protocol.rungs.intervention.steps
+        zero = comp.method == "ladder.zero-action"
+        for key, metric, env in (
+            ("control", control.metric, protocol.systems.true),
+            ("transfer", control.transferMetric, protocol.systems.transfer),
+        ):
+            loop = rungs.closed_loop(model, env, control, zero=zero)
+            loop["equilibrium"] = rungs.continuous_equilibrium(model, env, control.target) if model else None
+            queries += loop["modelQueries"]
+            metrics[metric] = loop["mae"]
+            metrics[key] = loop
+        return RunOutput(metrics=metrics, budget={"modelQueries": queries, "environmentSteps": 2 * control.steps})

@@ -144,5 +144,5 @@ class Nav4Suite(Suite):
         assert isinstance(protocol, Nav4Protocol)
         return [t.id for t in protocol.environment.tasks]
 
-    def plan(self, protocol: ProtocolBase, stage: str | None) -> list:  # type: ignore[type-arg]
+    def execute(self, protocol: ProtocolBase, spec: object, workdir: Path) -> object:  # type: ignore[override]
         raise Refusal("the nav4 suite cannot run yet: its environments and agents are not implemented")

@@ -1,0 +1,39 @@
+"""`clt report`: the gatekeeper fills the protocol's results block and writes the human reports."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cltoolkit.cli._common import command, print_json, project
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "report")
+    def report(
+        protocol: Annotated[str, typer.Option("--protocol", "-p", help="Frozen protocol id.")],
+        stage: Annotated[str | None, typer.Option("--stage")] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Compute without writing anything.")] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the results block.")] = False,
+    ) -> None:
+        """Refuse unearned results; otherwise write `results` and `status` and reports/<id>/report.{md,html}."""
+        from cltoolkit.gatekeeper.gatekeeper import report_protocol
+
+        out = report_protocol(project(), protocol, stage=stage, dry_run=dry_run)
+        if json_out:
+            print_json(out.results.model_dump(mode="json"))
+            return
+        r = out.results
+        typer.echo(
+            f"{out.protocol.id}: {r.runs.completed}/{r.runs.planned} runs completed "
+            f"({r.runs.failed} failed, {r.runs.crashed} crashed, {r.runs.timeout} timeout, {r.runs.missing} missing)"
+        )
+        for g in r.gates:
+            typer.echo(f"  gate {g.id}: {g.decision} - {g.wording}")
+        if out.written:
+            typer.echo(f"results written into {out.protocol.id}; reports: {', '.join(str(p) for p in out.reports)}")
+        else:
+            typer.echo("dry run: nothing written")

@@ -1,0 +1,252 @@
+"""The gatekeeper: run records -> the protocol's `results` block. Nothing else writes `results` / `status`."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cltoolkit import __version__
+from cltoolkit._io import atomic_write_text, dump_json
+from cltoolkit.errors import Refusal
+from cltoolkit.gatekeeper.checks import (
+    check_no_duplicates,
+    check_no_foreign_hash,
+    check_no_pilot,
+    check_toolkit_versions,
+)
+from cltoolkit.gatekeeper.gates import Hypothesis, decide_gates
+from cltoolkit.project import Project
+from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
+from cltoolkit.protocol.lock import require_frozen
+from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.protocol.results import BudgetCheck, GateResult, Results
+from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
+from cltoolkit.registry import registries
+from cltoolkit.run.record import RunRecord
+from cltoolkit.run.spec import GridPoint, replicate_key
+from cltoolkit.run.store import RunStore
+
+__all__ = ["ReportOutcome", "check_budgets", "gatekeep", "report_protocol"]
+
+LEDGER_QUANTITIES = ("environmentSteps", "frames", "gradientUpdates", "replayUpdates", "replaySamples", "modelQueries")
+
+
+@dataclass
+class ReportOutcome:
+    results: Results
+    document: dict[str, Any]
+    records: list[RunRecord]
+    protocol: ProtocolBase
+    written: bool
+    reports: list[Path]
+
+
+def _ledger(record: RunRecord, quantity: str) -> float:
+    b = record.budget
+    if quantity == "totalUpdates":
+        return float(b.gradientUpdates + b.replayUpdates)
+    return float(getattr(b, quantity))
+
+
+def check_budgets(protocol: ProtocolBase, records: Sequence[RunRecord]) -> list[BudgetCheck]:
+    """Each declared fairness clause, from the ledgers of completed runs."""
+    checks = []
+    for clause in protocol.budget.match:
+        values: dict[str, float | None] = {}
+        for comp in clause.across:
+            vals = [_ledger(r, clause.quantity) for r in records if r.spec.comparison == comp]
+            values[comp] = float(np.mean(vals)) if vals else None
+        known = [v for v in values.values() if v is not None]
+        if len(known) < 2:
+            ok, msg = True, "not enough completed runs to compare"
+        else:
+            lo, hi = min(known), max(known)
+            rel = 0.0 if hi == 0 else (hi - lo) / abs(hi)
+            ok = rel <= clause.relativeTolerance
+            msg = f"{clause.quantity}: " + ", ".join(f"{k} {v:g}" for k, v in values.items() if v is not None) + (
+                "" if ok else f" differ by {rel:.1%} (allowed {clause.relativeTolerance:.1%})"
+            )
+        checks.append(BudgetCheck(quantity=clause.quantity, across=list(clause.across), values=values, ok=ok, message=msg))
+    return checks
+
+
+def _hypotheses(
+    protocol: ProtocolBase,
+    usable: list[RunRecord],
+    points: list[GridPoint],
+    ok_ids: set[str],
+    budgets: list[BudgetCheck],
+    tasks: list[str],
+) -> list[Hypothesis]:
+    regs = registries()
+    suite = regs.suite.get(protocol.suite)
+    analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
+    out = []
+    for gate in protocol.gates:
+        scopes = tasks if gate.scope == "each-task" else ["aggregate"]
+        comps = [gate.method] + ([gate.reference] if gate.reference else [])
+        planned = {c: [p for p in points if p.comparison == c] for c in comps}
+        missing = {c: [p.run_id for p in ps if p.run_id not in ok_ids] for c, ps in planned.items()}
+        broken = [b for b in budgets if not b.ok and set(comps) & set(b.across)]
+        for scope in scopes:
+            reason = ""
+            if any(missing.values()):
+                reason = "incomplete inputs: " + "; ".join(
+                    f"{c} has {len(planned[c]) - len(m)} of {len(planned[c])} planned runs completed" for c, m in missing.items() if m
+                )
+            elif any(not ps for ps in planned.values()):
+                reason = "no planned runs in this stage"
+            elif broken:
+                reason = "budget fairness violated: " + "; ".join(b.message for b in broken)
+            elif analysis is None:
+                reason = f"suite {protocol.suite!r} has no analysis"
+            values = None
+            if not reason and analysis is not None:
+                mv = analysis.replicates(protocol, usable, gate.metric, gate.method, scope).get(scope, {})
+                keys = sorted(replicate_key(p.seed, p.order, p.cell) for p in planned[gate.method])
+                if gate.reference:
+                    rv = analysis.replicates(protocol, usable, gate.metric, gate.reference, scope).get(scope, {})
+                    if not all(k in mv and k in rv for k in keys):
+                        reason = "the analysis has no value for some replicates"
+                    else:
+                        values = np.array([mv[k] - rv[k] for k in keys])
+                elif not all(k in mv for k in keys):
+                    reason = "the analysis has no value for some replicates"
+                else:
+                    values = np.array([mv[k] for k in keys])
+                if values is not None and values.size < 2:
+                    reason, values = f"needs at least 2 replicates, has {values.size}", None
+            out.append(Hypothesis(gate, scope, values if not reason else None, reason))
+    return out
+
+
+def gatekeep(
+    project: Project, ref: str, *, stage: str | None = None, runs_dir: Path | None = None
+) -> tuple[LoadedProtocol, Results, list[RunRecord]]:
+    """Apply every refusal rule and compute the results block (writes nothing)."""
+    regs = registries(project.components_file)
+    loaded = load_protocol(project.resolve_protocol(ref), regs)
+    lock = require_frozen(project, loaded)
+    protocol = loaded.model
+    store = RunStore(runs_dir or project.runs_dir, loaded.id)
+    where = str(store.folder)
+    scan = store.scan()
+    records = list(scan.records.values())
+    check_no_duplicates(scan, where)
+    check_no_foreign_hash(records, lock.sha256, where)
+    check_no_pilot(records, where)
+    versions = check_toolkit_versions(records, protocol.analysis.allowMixedToolkitVersions, where)
+    suite = regs.suite.get(protocol.suite)()
+    stage_id = protocol.stage(stage).id
+    points = suite.plan(protocol, stage_id)
+    by_id = {r.runId: r for r in records}
+    excluded: dict[str, str] = {}
+    for rule in protocol.analysis.exclusions:
+        for p in points:
+            rec = by_id.get(p.run_id)
+            if rec is not None and rec.status.state in rule.statuses and p.run_id not in excluded:
+                excluded[p.run_id] = rule.id
+    states = {p.run_id: (by_id[p.run_id].status.state if p.run_id in by_id else "missing") for p in points}
+    completed = [by_id[p.run_id] for p in points if states[p.run_id] == "completed"]
+    budgets = check_budgets(protocol, completed)
+    tasks = suite.tasks(protocol)
+    ok_ids = {r.runId for r in completed}
+    hyps = _hypotheses(protocol, completed, points, ok_ids | set(excluded), budgets, tasks)
+    gates = decide_gates(list(protocol.gates), hyps, protocol.analysis)
+    exclusions: list[dict[str, Any]] = []
+    if excluded:
+        strict = decide_gates(list(protocol.gates), _hypotheses(protocol, completed, points, ok_ids, budgets, tasks), protocol.analysis)
+        exclusions = [
+            {"runId": rid, "rule": rule, "status": states[rid]} for rid, rule in sorted(excluded.items())
+        ] + [{"sensitivity": {g.id: {"withExclusions": g.decision, "withoutExclusions": s.decision} for g, s in zip(gates, strict, strict=True)}}]
+    analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
+    summaries = analysis.summaries(protocol, completed) if analysis and completed else {}
+    results = Results(
+        protocolSha256=lock.sha256,
+        canonicalization=CANONICALIZATION,
+        measuredOn=datetime.datetime.now(datetime.UTC).replace(microsecond=0),
+        toolkitVersion=__version__,
+        stage=stage_id,
+        runs=_counts(states, excluded),
+        gates=gates,
+        budgetChecks=budgets,
+        perRun=[_per_run(p, by_id.get(p.run_id), states[p.run_id], excluded.get(p.run_id), protocol) for p in points],
+        summaries=json.loads(json.dumps(summaries, allow_nan=False)),
+        exclusions=exclusions,
+        resourceCosts=_costs(completed, [by_id[p.run_id] for p in points if p.run_id in by_id]),
+        toolkitVersions=versions,
+        reports=[],
+    )
+    return loaded, results, [by_id[p.run_id] for p in points if p.run_id in by_id]
+
+
+def _counts(states: dict[str, str], excluded: dict[str, str]) -> dict[str, int]:
+    values = list(states.values())
+    return {
+        "planned": len(values),
+        "completed": values.count("completed"),
+        "failed": values.count("failed"),
+        "crashed": values.count("crashed"),
+        "timeout": values.count("timeout") + values.count("interrupted"),
+        "missing": values.count("missing"),
+        "excluded": len(excluded),
+    }
+
+
+def _per_run(p: GridPoint, rec: RunRecord | None, state: str, rule: str | None, protocol: ProtocolBase) -> dict[str, Any]:
+    declared = {m.id for m in protocol.metrics}
+    scores = {k: v for k, v in (rec.metrics.items() if rec else []) if k in declared}
+    return {"runId": p.run_id, "comparison": p.comparison, "seed": p.seed, "order": p.order, "cell": p.cell,
+            "status": state, "excludedBy": rule, "scores": scores}
+
+
+def _costs(completed: list[RunRecord], attempted: list[RunRecord]) -> dict[str, Any]:
+    per: dict[str, dict[str, float]] = {}
+    for rec in completed:
+        row = per.setdefault(rec.spec.comparison, dict.fromkeys(LEDGER_QUANTITIES, 0.0))
+        for q in LEDGER_QUANTITIES:
+            row[q] += _ledger(rec, q)
+    return {
+        "analytical": {"note": "counted by the drivers (ledgers), summed over completed runs", "perComparison": per},
+        "measured": {
+            "note": "wall-clock of every attempted run, including failed ones",
+            "wallClockSeconds": round(sum(r.provenance.wallClockSeconds for r in attempted), 3),
+            "platforms": sorted({r.provenance.platform for r in attempted}),
+            "devices": sorted({r.provenance.device for r in attempted}),
+        },
+    }
+
+
+def report_protocol(
+    project: Project, ref: str, *, stage: str | None = None, dry_run: bool = False, runs_dir: Path | None = None
+) -> ReportOutcome:
+    """`clt report`: gatekeep, then write `results` and `status` into the protocol and the human reports."""
+    loaded, results, records = gatekeep(project, ref, stage=stage, runs_dir=runs_dir)
+    reports: list[Path] = []
+    if not dry_run:
+        from cltoolkit.report.render import write_reports
+
+        reports = write_reports(project, loaded, results, records)
+        results = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in reports]})
+    document = dict(loaded.document)
+    status = dict(document.get("status") or {})
+    status.update({"stage": "reported", "updatedOn": results.measuredOn.date().isoformat()})
+    status.setdefault("note", "")
+    document["status"] = status
+    document["results"] = results.model_dump(mode="json")
+    validate_document(document, str(loaded.path), expected_id=loaded.id)
+    if protocol_hash(document) != protocol_hash(loaded.document):
+        raise Refusal("internal check: writing results would change the hashed content; nothing was written")
+    if not dry_run:
+        atomic_write_text(loaded.path, dump_json(document, sort_keys=False))
+    return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)
+
+
+def gate_table(gates: list[GateResult]) -> list[dict[str, Any]]:
+    return [g.model_dump(mode="json") for g in gates]

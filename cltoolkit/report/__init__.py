@@ -1,0 +1,1 @@
+"""Human-readable reports: Markdown and one self-contained HTML file."""

@@ -1,0 +1,106 @@
+"""Executors. `local` (default): one subprocess per run under a bounded thread pool, so a crashed or killed
+run never takes others down; per-run timeout; per-run log file; crashes retried up to the spec's attempts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, ClassVar
+
+from cltoolkit._io import write_json
+from cltoolkit.components import Executor
+from cltoolkit.run.spec import ExecutionResult, RunOutput, RunSpec
+
+__all__ = ["LocalExecutor", "job_payload"]
+
+
+def job_payload(spec: RunSpec, components: Path | None) -> dict[str, Any]:
+    assert spec.run_dir is not None and spec.protocol_path is not None
+    return {
+        "runDir": str(spec.run_dir),
+        "protocolPath": str(spec.protocol_path),
+        "components": str(components) if components else None,
+        "threads": spec.threads,
+        "spec": {
+            "protocol_id": spec.protocol_id,
+            "protocol_sha256": spec.protocol_sha256,
+            "pilot": spec.pilot,
+            "stage": spec.stage,
+            "comparison": spec.comparison,
+            "method": spec.method,
+            "seed": spec.seed,
+            "order": spec.order,
+            "cell": spec.cell,
+            "threads": spec.threads,
+        },
+    }
+
+
+def _attempt(spec: RunSpec, job_file: Path, timeout_s: float | None) -> tuple[str, str, RunOutput | None, int | None]:
+    assert spec.run_dir is not None
+    for name in ("output.json", "error.json"):
+        (spec.run_dir / name).unlink(missing_ok=True)
+    with open(spec.run_dir / "log.txt", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cltoolkit.run.worker", str(job_file)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return "timeout", f"exceeded the {timeout_s:g} s limit", None, None
+        except BaseException:  # Ctrl-C: stop the child, let the driver mark the run interrupted
+            proc.kill()
+            proc.wait()
+            raise
+    out = spec.run_dir / "output.json"
+    if code == 0 and out.exists():
+        data = json.loads(out.read_text())
+        output = RunOutput(data["metrics"], data["budget"], data.get("reused", []), data.get("device", "cpu"))
+        return "completed", "", output, data.get("torchThreads")
+    err = spec.run_dir / "error.json"
+    if code == 3 and err.exists():
+        return "failed", json.loads(err.read_text())["reason"], None, None
+    reason = f"process died with signal {-code}" if code < 0 else f"process exited with code {code}"
+    return "crashed", reason, None, None
+
+
+class LocalExecutor(Executor):
+    """One subprocess per run, `workers` at a time."""
+
+    name: ClassVar[str] = "local"
+
+    def __init__(self, components: Path | None = None) -> None:
+        self.components = components
+
+    def _run(self, spec: RunSpec, timeout_s: float | None) -> ExecutionResult:
+        assert spec.run_dir is not None
+        spec.run_dir.mkdir(parents=True, exist_ok=True)
+        job_file = spec.run_dir / "job.json"
+        write_json(job_file, job_payload(spec, self.components))
+        start = time.monotonic()
+        attempts = 0
+        while True:
+            attempts += 1
+            state, reason, output, threads = _attempt(spec, job_file, timeout_s or spec.timeout_s)
+            if state != "crashed" or attempts >= spec.max_attempts:
+                break
+        return ExecutionResult(spec, state, reason, attempts, time.monotonic() - start, output, threads)
+
+    def execute(self, jobs: Sequence[RunSpec], *, workers: int, timeout_s: float | None) -> Iterator[ExecutionResult]:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = [pool.submit(self._run, spec, timeout_s) for spec in jobs]
+            try:
+                for future in as_completed(futures):
+                    yield future.result()
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise

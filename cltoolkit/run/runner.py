@@ -1,0 +1,204 @@
+"""`clt run`: expand the grid, skip finished runs, refuse foreign hashes, execute the rest, write records.
+
+The driver process alone decides what to run and alone writes records (atomically).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cltoolkit._io import write_json
+from cltoolkit.errors import InputError, Refusal
+from cltoolkit.project import Project
+from cltoolkit.protocol.hashing import protocol_hash
+from cltoolkit.protocol.lock import read_lock, require_frozen
+from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
+from cltoolkit.registry import registries
+from cltoolkit.run import provenance
+from cltoolkit.run.record import RECORD_VERSION, RunRecord
+from cltoolkit.run.spec import ExecutionResult, GridPoint, RunSpec
+from cltoolkit.run.store import RunStore
+
+__all__ = ["RunSummary", "Selection", "apply_sets", "plan_runs", "run_protocol"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Narrowing of the grid; a narrowed run is still a run of the same protocol (same hash)."""
+
+    methods: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = ()
+    orders: tuple[str, ...] = ()
+    cells: tuple[str, ...] = ()
+
+    def keep(self, point: GridPoint) -> bool:
+        return (
+            (not self.methods or point.comparison in self.methods)
+            and (not self.seeds or point.seed in self.seeds)
+            and (not self.orders or point.order in self.orders)
+            and (not self.cells or point.cell in self.cells)
+        )
+
+
+@dataclass
+class RunSummary:
+    protocol: str
+    sha256: str
+    pilot: bool
+    store: Path
+    planned: int
+    skipped: int
+    results: list[ExecutionResult] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.results:
+            out[r.state] = out.get(r.state, 0) + 1
+        return out
+
+
+def apply_sets(document: dict[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+    """Apply `--set a.b.0.c=<JSON value>` overrides to a copy of the document."""
+    doc = copy.deepcopy(document)
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set {item!r}: expected key.path=value")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        parts = key.split(".")
+        target: Any = doc
+        for part in parts[:-1]:
+            try:
+                target = target[int(part)] if isinstance(target, list) else target[part]
+            except (KeyError, IndexError, ValueError):
+                raise InputError(f"--set {item!r}: no field {part!r} in the protocol") from None
+        last = parts[-1]
+        if isinstance(target, list):
+            target[int(last)] = value
+        elif isinstance(target, dict):
+            target[last] = value
+        else:
+            raise InputError(f"--set {item!r}: cannot set a field inside a {type(target).__name__}")
+    return doc
+
+
+def plan_runs(loaded: LoadedProtocol, stage: str | None, selection: Selection = Selection()) -> list[GridPoint]:
+    suite = registries().suite.get(loaded.model.suite)()
+    return [p for p in suite.plan(loaded.model, stage) if selection.keep(p)]
+
+
+def _record(spec: RunSpec, result: ExecutionResult, started: datetime.datetime, project: Project) -> RunRecord:
+    commit, dirty = provenance.git_state(project.root)
+    output = result.output
+    finished = datetime.datetime.now(datetime.UTC)
+    return RunRecord.model_validate(
+        {
+            "recordVersion": RECORD_VERSION,
+            "runId": spec.run_id,
+            "protocol": {"id": spec.protocol_id, "sha256": spec.protocol_sha256, "pilot": spec.pilot},
+            "spec": spec.spec_dict(),
+            "status": {"state": result.state, "reason": result.reason, "attempts": max(1, result.attempts)},
+            "budget": output.budget if output else {},
+            "metrics": output.metrics if output else {},
+            "reused": output.reused if output else [],
+            "provenance": {
+                "toolkitVersion": provenance.toolkit_version(),
+                "gitCommit": commit,
+                "gitDirty": dirty,
+                "packages": provenance.package_versions(),
+                "python": provenance.python_version(),
+                "platform": provenance.platform_text(),
+                "torchThreads": result.torch_threads,
+                "device": output.device if output else "cpu",
+                "wallClockSeconds": round(result.wall_clock_s, 3),
+                "startedAt": started,
+                "finishedAt": finished,
+            },
+        },
+        strict=False,
+    )
+
+
+def run_protocol(
+    project: Project,
+    ref: str,
+    *,
+    pilot: bool = False,
+    stage: str | None = None,
+    sets: Sequence[str] = (),
+    selection: Selection = Selection(),
+    workers: int | None = None,
+    timeout_s: float | None = None,
+    threads: int = 1,
+    max_attempts: int = 2,
+    executor: str = "local",
+    on_result: Callable[[ExecutionResult, int, int], None] | None = None,
+) -> RunSummary:
+    """Run the (selected) grid of a protocol's stage; returns what ran."""
+    regs = registries(project.components_file)
+    path = project.resolve_protocol(ref)
+    loaded = load_protocol(path, regs)
+    if sets:
+        pilot = True
+        document = apply_sets(loaded.document, sets)
+        model, _ = validate_document(document, f"{path} (with --set)", regs, expected_id=loaded.id)
+        digest = protocol_hash(document)
+        eff_path = project.pilot_runs_dir / "effective" / digest.removeprefix("sha256:")[:16] / f"{loaded.id}.json"
+        write_json(eff_path, document, sort_keys=False)
+        loaded = LoadedProtocol(eff_path, document, model)
+    digest = protocol_hash(loaded.document)
+    if not pilot:
+        if read_lock(project, loaded.id) is None:
+            raise Refusal(
+                f"{loaded.id} is a draft (not frozen): official runs need a frozen protocol. Run a pilot with "
+                f"`clt run --protocol {loaded.id} --pilot`, or freeze it with `clt protocol freeze {loaded.id}`"
+            )
+        require_frozen(project, loaded)
+    base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
+    store = RunStore(base, loaded.id)
+    scan = store.scan()
+    store.refuse_foreign(scan, digest)
+    points = plan_runs(loaded, stage, selection)
+    stage_id = loaded.model.stage(stage).id
+    todo = [p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")]
+    summary = RunSummary(loaded.id, digest, pilot, store.folder, len(points), len(points) - len(todo))
+    if not todo:
+        return summary
+    specs = [
+        RunSpec(
+            protocol_id=loaded.id, protocol_sha256=digest, pilot=pilot, stage=stage_id, comparison=p.comparison,
+            method=p.method, seed=p.seed, order=p.order, cell=p.cell, run_dir=store.run_dir(p.run_id),
+            protocol_path=loaded.path.resolve(), threads=threads, timeout_s=timeout_s, max_attempts=max_attempts,
+        )
+        for p in todo
+    ]
+    for spec in specs:  # a stale record of an unfinished run is removed before it is redone
+        assert spec.run_dir is not None
+        (spec.run_dir / "record.json").unlink(missing_ok=True)
+    runner = regs.executor.get(executor)(project.components_file if project.components_file.is_file() else None)
+    started = {s.run_id: datetime.datetime.now(datetime.UTC) for s in specs}
+    done: set[str] = set()
+    try:
+        for result in runner.execute(specs, workers=workers or os.cpu_count() or 1, timeout_s=timeout_s):
+            store.write(_record(result.spec, result, started[result.spec.run_id], project))
+            done.add(result.spec.run_id)
+            summary.results.append(result)
+            if on_result:
+                on_result(result, len(summary.results), len(specs))
+    except KeyboardInterrupt:
+        for spec in specs:
+            if spec.run_id not in done:
+                interrupted = ExecutionResult(replace(spec), "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
+                store.write(_record(spec, interrupted, started[spec.run_id], project))
+        raise
+    return summary

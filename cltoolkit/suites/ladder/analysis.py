@@ -1,0 +1,169 @@
+"""Ladder analysis: raw metric per model per rung, within-rung ranks (1 = best), no summed score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cltoolkit.components import Analysis
+from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.run.record import RunRecord
+from cltoolkit.run.spec import replicate_key
+from cltoolkit.suites.ladder.models import LadderProtocol
+
+__all__ = ["LadderAnalysis", "ranks"]
+
+RUNGS = (
+    ("oneStep", "one-step prediction"),
+    ("rollout", "open-loop rollout (constant input)"),
+    ("intervention", "intervention response"),
+    ("control", "closed-loop control"),
+    ("transfer", "transfer"),
+)
+
+
+def ranks(values: dict[str, float]) -> dict[str, int]:
+    """Competition ranks, 1 = lowest value; ties share the best rank."""
+    return {k: 1 + sum(1 for o in values.values() if o < v) for k, v in values.items()}
+
+
+def _metric_ids(p: LadderProtocol) -> dict[str, str]:
+    r = p.rungs
+    return {
+        "oneStep": r.oneStep.metric,
+        "rollout": r.rollout.metric,
+        "intervention": r.intervention.metric,
+        "control": r.control.metric,
+        "transfer": r.control.transferMetric,
+    }
+
+
+class LadderAnalysis(Analysis):
+    """Per rung: raw values, ranks among candidates, the favoured model; diagnostics shown apart."""
+
+    def replicates(
+        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+    ) -> dict[str, dict[str, float]]:
+        out: dict[str, float] = {}
+        for rec in records:
+            if rec.spec.comparison == comparison and metric in rec.metrics:
+                value = rec.metrics[metric]
+                if isinstance(value, (int, float)):
+                    out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = float(value)
+        return {"aggregate": out}
+
+    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
+        assert isinstance(protocol, LadderProtocol)
+        by_comp = {r.spec.comparison: r for r in records}
+        metric_ids = _metric_ids(protocol)
+        competitors = [c.id for c in protocol.comparisons if c.diagnostic is None]
+        diagnostics = [c.id for c in protocol.comparisons if c.diagnostic is not None]
+        rungs: dict[str, Any] = {}
+        for key, label in RUNGS:
+            metric = metric_ids[key]
+            raw = {c: float(by_comp[c].metrics[metric]) for c in competitors if c in by_comp and metric in by_comp[c].metrics}  # type: ignore[arg-type]
+            diag = {c: float(by_comp[c].metrics[metric]) for c in diagnostics if c in by_comp and metric in by_comp[c].metrics}  # type: ignore[arg-type]
+            rk = ranks(raw)
+            best = sorted(c for c, r in rk.items() if r == 1)
+            rungs[key] = {"label": label, "metric": metric, "values": raw, "ranks": rk, "favours": best, "diagnostics": diag}
+        rungs["oneStep"]["populationMse"] = {c: by_comp[c].metrics["oneStep"]["populationMse"] for c in rungs["oneStep"]["values"]}  # type: ignore[index,call-overload]
+        rungs["oneStep"]["marginalSe"] = {c: by_comp[c].metrics["oneStep"]["marginalSe"] for c in rungs["oneStep"]["values"]}  # type: ignore[index,call-overload]
+        rungs["oneStep"]["pairedDifferenceSe"] = self._paired_se(by_comp, list(rungs["oneStep"]["values"]))
+        rungs["rollout"]["steadyState"] = {c: by_comp[c].metrics["rollout"]["steadyState"] for c in rungs["rollout"]["values"]}  # type: ignore[index,call-overload]
+        rungs["rollout"]["alternating"] = {
+            h: {c: by_comp[c].metrics["rollout"]["alternating"][h]["rmse"] for c in rungs["rollout"]["values"]}  # type: ignore[index,call-overload]
+            for h in (str(x) for x in protocol.rungs.rollout.alternatingHorizons)
+        }
+        rungs["rollout"]["forcedAmplitude"] = {c: by_comp[c].metrics["rollout"]["forcedAmplitude"] for c in rungs["rollout"]["values"]}  # type: ignore[index,call-overload]
+        any_model = next((by_comp[c] for c in competitors if c in by_comp), None)
+        if any_model is not None:
+            roll = any_model.metrics["rollout"]
+            rungs["rollout"]["trueSteadyState"] = roll["trueSteadyState"]  # type: ignore[index,call-overload]
+            rungs["rollout"]["trueForcedAmplitude"] = roll["trueForcedAmplitude"]  # type: ignore[index,call-overload]
+        for key in ("control", "transfer"):
+            rungs[key]["equilibrium"] = {c: by_comp[c].metrics[key]["equilibrium"] for c in rungs[key]["values"]}  # type: ignore[index,call-overload]
+            rungs[key]["cycle"] = {c: by_comp[c].metrics[key]["cycle"] for c in [*rungs[key]["values"], *rungs[key]["diagnostics"]]}  # type: ignore[index,call-overload]
+        return {"rungs": rungs, "note": "Ranks are within each rung (1 = best); they are never summed."}
+
+    @staticmethod
+    def _paired_se(by_comp: dict[str, RunRecord], comps: list[str]) -> dict[str, float]:
+        losses = {c: np.asarray(by_comp[c].metrics["oneStep"]["losses"], dtype=float) for c in comps}  # type: ignore[index,call-overload]
+        out = {}
+        for i, a in enumerate(comps):
+            for b in comps[i + 1 :]:
+                d = losses[a] - losses[b]
+                out[f"{a}-{b}"] = float(d.std(ddof=1) / np.sqrt(d.size))
+        return out
+
+    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+        rungs = summaries["rungs"]
+        comps = list(rungs["oneStep"]["values"])
+        lines = ["## Ladder: raw metric and rank per rung (1 = best; ranks are never summed)", ""]
+        lines.append("| rung | metric | " + " | ".join(comps) + " | favours |")
+        lines.append("|---|---|" + "---|" * len(comps) + "---|")
+        for key, label in RUNGS:
+            r = rungs[key]
+            cells = [f"{r['values'][c]:.6g} ({r['ranks'][c]})" if c in r["values"] else "-" for c in comps]
+            lines.append(f"| {label} | `{r['metric']}` | " + " | ".join(cells) + f" | {', '.join(r['favours'])} |")
+        lines += ["", "Diagnostic controllers (not competitors): " + "; ".join(
+            f"{key}: " + ", ".join(f"{c} {v:.6g}" for c, v in rungs[key]["diagnostics"].items()) for key in ("control", "transfer")
+        ), ""]
+        one = rungs["oneStep"]
+        lines.append("One-step population MSE (closed form) beside the sample: " + ", ".join(
+            f"{c} {one['populationMse'][c]:.4f} (SE {one['marginalSe'][c]:.5f})" for c in comps
+        ) + "; paired-difference SE: " + ", ".join(f"{k} {v:.5f}" for k, v in one["pairedDifferenceSe"].items()) + ".")
+        roll = rungs["rollout"]
+        lines.append(
+            f"Steady state under constant input: true {roll.get('trueSteadyState')}; "
+            + ", ".join(f"{c} {roll['steadyState'][c]}" for c in comps)
+            + " (None: unstable). Forced alternating amplitude: true "
+            + f"{roll.get('trueForcedAmplitude')}; " + ", ".join(f"{c} {roll['forcedAmplitude'][c]}" for c in comps) + "."
+        )
+        for key in ("control", "transfer"):
+            eq = rungs[key]["equilibrium"]
+            cyc = rungs[key]["cycle"]
+            lines.append(
+                f"{key.capitalize()}: continuous-controller equilibria " + ", ".join(f"{c} {eq[c]:.7g}" for c in eq if eq[c] is not None)
+                + "; grid-controller tail cycles " + ", ".join(
+                    f"{c} period {v['period']} (limit states {', '.join(f'{s:.7f}' for s in v['limitStates'] or [])})"
+                    for c, v in cyc.items() if v
+                ) + "."
+            )
+        return "\n".join(lines) + "\n"
+
+    def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        assert isinstance(protocol, LadderProtocol)
+        figs = []
+        for key, title in (("control", "Closed-loop control (true system)"), ("transfer", "Transfer system")):
+            fig, ax = plt.subplots(figsize=(7, 3.5))
+            for rec in sorted(records, key=lambda r: r.spec.comparison):
+                loop = rec.metrics.get(key)
+                if isinstance(loop, dict):
+                    ax.plot(range(1, len(loop["states"]) + 1), loop["states"], label=rec.spec.comparison)  # type: ignore[arg-type]
+            ax.axhline(protocol.rungs.control.target, color="k", lw=0.8, ls="--", label="target s*")
+            ax.set_xlabel("step")
+            ax.set_ylabel("state")
+            ax.set_title(title)
+            ax.legend(fontsize=7)
+            figs.append((title, fig))
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        first = True
+        for rec in sorted(records, key=lambda r: r.spec.comparison):
+            roll = rec.metrics.get("rollout")
+            if isinstance(roll, dict):
+                if first:
+                    ax.plot(roll["trueTrajectory"], "k--", label="true (noiseless)")  # type: ignore[arg-type]
+                    first = False
+                ax.plot(roll["trajectory"], label=rec.spec.comparison)  # type: ignore[arg-type]
+        ax.set_ylim(-0.5, 4)
+        ax.set_title("Open-loop rollout, constant input")
+        ax.legend(fontsize=7)
+        figs.append(("Open-loop rollout", fig))
+        return figs
