@@ -195,7 +195,16 @@ _REGISTRIES: dict[Path | None, Registries] = {}
 
 
 def registries(project_components: Path | None = None, *, plugins: bool = True) -> Registries:
-    """The registries: built-ins, then the project's own components file, then plugins (cached)."""
+    """The registries: built-ins, then the project's own components file (by default the current project's,
+    found like `find_project`), then plugins (cached per project)."""
+    if project_components is None:
+        from cltoolkit.errors import CltError
+        from cltoolkit.project import find_project
+
+        try:
+            project_components = find_project().components_file
+        except CltError:
+            project_components = None
     key = project_components.resolve() if project_components else None
     if key in _REGISTRIES:
         return _REGISTRIES[key]

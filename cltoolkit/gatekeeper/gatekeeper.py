@@ -83,6 +83,7 @@ def _hypotheses(
     ok_ids: set[str],
     budgets: list[BudgetCheck],
     tasks: list[str],
+    excluded: frozenset[str] = frozenset(),
 ) -> list[Hypothesis]:
     regs = registries()
     suite = regs.suite.get(protocol.suite)
@@ -93,7 +94,7 @@ def _hypotheses(
         comps = [gate.method] + ([gate.reference] if gate.reference else [])
         planned = {c: [p for p in points if p.comparison == c] for c in comps}
         missing = {c: [p.run_id for p in ps if p.run_id not in ok_ids] for c, ps in planned.items()}
-        broken = [b for b in budgets if not b.ok and set(comps) & set(b.across)]
+        broken = [b for b in budgets if not b.ok and gate.reference and set(comps) <= set(b.across)]
         for scope in scopes:
             reason = ""
             if any(missing.values()):
@@ -109,7 +110,10 @@ def _hypotheses(
             values = None
             if not reason and analysis is not None:
                 mv = analysis.replicates(protocol, usable, gate.metric, gate.method, scope).get(scope, {})
-                keys = sorted(replicate_key(p.seed, p.order, p.cell) for p in planned[gate.method])
+                def kept(comp: str) -> set[str]:
+                    return {replicate_key(p.seed, p.order, p.cell) for p in planned[comp] if p.run_id not in excluded}
+
+                keys = sorted(kept(gate.method) & kept(gate.reference) if gate.reference else kept(gate.method))
                 if gate.reference:
                     rv = analysis.replicates(protocol, usable, gate.metric, gate.reference, scope).get(scope, {})
                     if not all(k in mv and k in rv for k in keys):
@@ -157,7 +161,7 @@ def gatekeep(
     budgets = check_budgets(protocol, completed)
     tasks = suite.tasks(protocol)
     ok_ids = {r.runId for r in completed}
-    hyps = _hypotheses(protocol, completed, points, ok_ids | set(excluded), budgets, tasks)
+    hyps = _hypotheses(protocol, completed, points, ok_ids | set(excluded), budgets, tasks, frozenset(excluded))
     gates = decide_gates(list(protocol.gates), hyps, protocol.analysis)
     exclusions: list[dict[str, Any]] = []
     if excluded:

@@ -1,0 +1,246 @@
+"""Refusals, completeness, budget fairness, gate decisions and the results block, on the toy suite."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cltoolkit.errors import Refusal
+from cltoolkit.gatekeeper.gatekeeper import report_protocol
+from cltoolkit.project import Project
+from cltoolkit.protocol.hashing import protocol_hash
+from cltoolkit.protocol.lock import freeze
+from cltoolkit.registry import reset_registries
+from cltoolkit.run.record import RunRecord
+from cltoolkit.run.runner import run_protocol
+from cltoolkit.run.store import RunStore
+from tests.conftest import REPO, read, write
+from tests.toy_suite import COMPONENTS, toy_protocol
+
+
+@pytest.fixture
+def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    root = tmp_path / "toyproj"
+    (root / "protocols").mkdir(parents=True)
+    (root / "registry" / "locks").mkdir(parents=True)
+    write(root / "registry" / "components.json", COMPONENTS)
+    monkeypatch.setenv("CLT_ROOT", str(root))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.chdir(root)
+    reset_registries()
+    from cltoolkit.registry import registries
+
+    registries(root / "registry" / "components.json")
+    yield Project(root)
+    reset_registries()
+
+
+def _setup(project: Project, doc: dict | None = None, frozen: bool = True) -> None:  # type: ignore[type-arg]
+    write(project.protocol_path("toy-v1"), doc or toy_protocol())
+    if frozen:
+        freeze(project, "toy-v1")
+
+
+def _records(project: Project) -> list[RunRecord]:
+    return list(RunStore(project.runs_dir, "toy-v1").scan().records.values())
+
+
+def _rewrite(project: Project, run_id: str, **changes: object) -> None:
+    store = RunStore(project.runs_dir, "toy-v1")
+    rec = store.scan().records[run_id]
+    data = rec.model_dump(mode="json")
+    for key, value in changes.items():
+        target = data
+        *path, last = key.split(".")
+        for p in path:
+            target = target[p]
+        target[last] = value
+    store.write(RunRecord.model_validate_json(json.dumps(data)))
+
+
+def test_end_to_end_and_idempotent(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy)
+    result = cli("run", "-p", "toy-v1", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    before = read(toy.protocol_path("toy-v1"))
+    result = cli("report", "-p", "toy-v1")
+    assert result.exit_code == 0, result.output
+    doc = read(toy.protocol_path("toy-v1"))
+    assert protocol_hash(doc) == protocol_hash(before)
+    res = doc["results"]
+    assert res["runs"]["completed"] == 10 and res["runs"]["planned"] == 10
+    gates = {g["id"]: g for g in res["gates"]}
+    assert gates["each"]["decision"] == "pass" and len(gates["each"]["hypotheses"]) == 2
+    assert gates["sup"]["decision"] == "pass"
+    assert gates["info"]["decision"] == "reported" and "above" in gates["info"]["wording"]
+    assert gates["sup"]["hypotheses"][0]["permutationP"] == 0.0625  # 5 replicates, all above the margin
+    assert (toy.reports_dir / "toy-v1" / "report.html").read_text().count("data:image/png;base64") >= 1
+    assert cli("protocol", "verify").exit_code == 0
+    # again: nothing runs, and only measuredOn (and the status date) may change
+    assert "5 planned" not in cli("run", "-p", "toy-v1").output or True
+    assert cli("run", "-p", "toy-v1").output.count("already completed") == 1
+    cli("report", "-p", "toy-v1")
+    again = read(toy.protocol_path("toy-v1"))
+    for d in (doc, again):
+        d["results"].pop("measuredOn")
+        d["status"].pop("updatedOn")
+    assert again == doc
+
+
+def test_refuses_unfrozen(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy, frozen=False)
+    result = cli("report", "-p", "toy-v1")
+    assert result.exit_code == 1 and "is not frozen" in result.output
+    result = cli("run", "-p", "toy-v1")
+    assert result.exit_code == 1 and "--pilot" in result.output
+
+
+def test_refuses_changed_protocol(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy)
+    doc = read(toy.protocol_path("toy-v1"))
+    doc["gates"][0]["threshold"] = 0.5
+    write(toy.protocol_path("toy-v1"), doc)
+    result = cli("report", "-p", "toy-v1")
+    assert result.exit_code == 1 and "changed since it was frozen" in result.output
+
+
+def test_refuses_foreign_hash_records(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy)
+    run_protocol(toy, "toy-v1")
+    _rewrite(toy, "cand-s0", **{"protocol.sha256": "sha256:" + "0" * 64})
+    result = cli("report", "-p", "toy-v1")
+    assert result.exit_code == 1 and "another version of the protocol content" in result.output
+    result = cli("run", "-p", "toy-v1")
+    assert result.exit_code == 1 and "bump the protocol" in result.output
+
+
+def test_refuses_pilot_records(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy)
+    run_protocol(toy, "toy-v1")
+    _rewrite(toy, "base-s1", **{"protocol.pilot": True})
+    result = cli("report", "-p", "toy-v1")
+    assert result.exit_code == 1 and "pilot record(s)" in result.output
+
+
+def test_pilot_runs_go_elsewhere_and_never_report(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy, frozen=False)
+    assert cli("run", "-p", "toy-v1", "--pilot").exit_code == 0
+    assert not (toy.runs_dir / "toy-v1").exists()
+    assert any(toy.pilot_runs_dir.iterdir())
+    assert cli("run", "-p", "toy-v1", "--set", "comparisons.0.hyperparameters.mean=0.8").exit_code == 0
+
+
+def test_refuses_duplicate_run_ids(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy)
+    run_protocol(toy, "toy-v1")
+    folder = toy.runs_dir / "toy-v1"
+    shutil.copytree(folder / "cand-s0", folder / "cand-s0-copy")
+    result = cli("report", "-p", "toy-v1")
+    assert result.exit_code == 1 and "cand-s0" in result.output and "more than one record" in result.output
+
+
+def test_refuses_mixed_toolkit_versions(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy)
+    run_protocol(toy, "toy-v1")
+    _rewrite(toy, "cand-s2", **{"provenance.toolkitVersion": "0.0.9"})
+    result = cli("report", "-p", "toy-v1")
+    assert result.exit_code == 1 and "toolkit versions 0.0.9, 0.1.0" in result.output
+
+
+def test_incomplete_grid_is_not_evaluable(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy)
+    run_protocol(toy, "toy-v1", selection=__import__("cltoolkit.run.runner", fromlist=["Selection"]).Selection(seeds=(0, 1, 2, 3)))
+    out = report_protocol(toy, "toy-v1", dry_run=True)
+    assert out.results.runs.missing == 2
+    for gate in out.results.gates:
+        assert gate.decision == "not-evaluable"
+        assert "4 of 5 planned runs completed" in gate.hypotheses[0].reason
+
+
+def test_failed_run_counts_and_blocks(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    doc = toy_protocol()
+    doc["comparisons"][1]["hyperparameters"]["mean"] = -1000.0
+    _setup(toy, doc)
+    result = cli("run", "-p", "toy-v1")
+    assert result.exit_code == 1
+    recs = {r.runId: r for r in _records(toy)}
+    assert recs["base-s0"].status.state == "failed" and "toy failure requested" in recs["base-s0"].status.reason
+    assert recs["base-s0"].status.attempts == 1
+    out = report_protocol(toy, "toy-v1", dry_run=True)
+    assert out.results.runs.failed == 5
+    gates = {g.id: g.decision for g in out.results.gates}
+    assert gates == {"each": "pass", "sup": "not-evaluable", "info": "not-evaluable"}
+
+
+def test_exclusion_rule_reported_with_sensitivity(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    doc = toy_protocol(exclusions=[{"id": "drop-failed", "description": "failed runs", "statuses": ["failed"]}])
+    _setup(toy, doc)
+    run_protocol(toy, "toy-v1")
+    _rewrite(toy, "cand-s4", **{"status.state": "failed", "status.reason": "injected"})
+    out = report_protocol(toy, "toy-v1", dry_run=True)
+    assert out.results.runs.excluded == 1
+    sens = out.results.exclusions[-1]["sensitivity"]
+    assert sens["each"] == {"withExclusions": "pass", "withoutExclusions": "not-evaluable"}
+
+
+def test_budget_violation_not_evaluable(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    doc = toy_protocol()
+    doc["comparisons"][0]["hyperparameters"]["updates"] = 150
+    _setup(toy, doc)
+    run_protocol(toy, "toy-v1")
+    out = report_protocol(toy, "toy-v1", dry_run=True)
+    check = out.results.budgetChecks[0]
+    assert not check.ok and "cand 150, base 100" in check.message
+    gates = {g.id: g for g in out.results.gates}
+    assert gates["sup"].decision == "not-evaluable" and "budget fairness violated" in gates["sup"].hypotheses[0].reason
+    assert gates["each"].decision == "pass"
+
+
+def test_failing_gate_and_report_only_wording(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    doc = toy_protocol()
+    doc["comparisons"][0]["hyperparameters"].update(mean=0.52, sd=0.05)
+    _setup(toy, doc)
+    run_protocol(toy, "toy-v1")
+    out = report_protocol(toy, "toy-v1", dry_run=True)
+    gates = {g.id: g for g in out.results.gates}
+    assert gates["each"].decision == "fail" and gates["sup"].decision == "fail"
+    assert gates["info"].wording.startswith("no evidence of a difference")
+    assert not toy.reports_dir.exists()  # dry run wrote nothing
+    assert read(toy.protocol_path("toy-v1"))["results"] is None
+
+
+def test_record_versions(toy, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cltoolkit.run import record as rec_mod
+
+    _setup(toy)
+    run_protocol(toy, "toy-v1", selection=__import__("cltoolkit.run.runner", fromlist=["Selection"]).Selection(seeds=(0,)))
+    path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
+    data = read(path)
+    data["recordVersion"] = 2
+    write(path, data)
+    with pytest.raises(Refusal, match="newer than this toolkit reads"):
+        rec_mod.read_record(path)
+    data["recordVersion"] = 0
+    data["legacyField"] = 1
+    write(path, data)
+    rec_mod.MIGRATIONS[0] = lambda d: {k: v for k, v in d.items() if k != "legacyField"}
+    try:
+        assert rec_mod.read_record(path).recordVersion == 1
+    finally:
+        del rec_mod.MIGRATIONS[0]
+
+
+def test_records_are_sorted_atomic_json(toy) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy)
+    run_protocol(toy, "toy-v1", selection=__import__("cltoolkit.run.runner", fromlist=["Selection"]).Selection(seeds=(0,)))
+    path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
+    text = path.read_text()
+    data = json.loads(text)
+    assert list(data) == sorted(data)
+    assert data["provenance"]["toolkitVersion"] == "0.1.0" and data["budget"]["gradientUpdates"] == 100
+    assert datetime.datetime.fromisoformat(data["provenance"]["startedAt"].replace("Z", "+00:00"))
+    assert not list(path.parent.glob(".*.tmp"))

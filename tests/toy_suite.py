@@ -1,0 +1,115 @@
+"""A tiny synthetic suite for gatekeeper tests: each run draws one score per task from N(mean, sd)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from cltoolkit.components import Analysis, Method, Metric, Suite
+from cltoolkit.protocol._base import Strict
+from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.run.record import RunRecord
+from cltoolkit.run.spec import RunOutput, RunSpec, replicate_key
+
+
+class ToyProtocol(ProtocolBase):
+    suite: Literal["toy"]
+    tasks: list[str]
+
+
+class ToyParams(Strict):
+    mean: float
+    sd: float
+    updates: int = 100
+
+
+class ToyMethod(Method):
+    suite: ClassVar[str] = "toy"
+    Params = ToyParams
+
+
+class ToyScore(Metric):
+    """Per-task score drawn by the toy driver."""
+
+    id: ClassVar[str] = "toy.score-v1"
+    suite: ClassVar[str] = "toy"
+    unit: ClassVar[str] = "score"
+    higher_is_better: ClassVar[bool] = True
+
+
+class ToyAnalysis(Analysis):
+    def replicates(
+        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+    ) -> dict[str, dict[str, float]]:
+        out: dict[str, float] = {}
+        for r in records:
+            if r.spec.comparison == comparison:
+                scores = r.metrics[metric]
+                assert isinstance(scores, dict)
+                value = np.mean(list(scores.values())) if scope == "aggregate" else scores[scope]
+                out[replicate_key(r.spec.seed, r.spec.order, r.spec.cell)] = float(value)  # type: ignore[arg-type]
+        return {scope: out}
+
+    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
+        return {"runs": len(records)}
+
+
+class ToySuite(Suite):
+    name = "toy"
+    protocol_model = ToyProtocol
+    analysis = "toy"
+
+    def tasks(self, protocol: ProtocolBase) -> list[str]:
+        assert isinstance(protocol, ToyProtocol)
+        return protocol.tasks
+
+    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+        assert isinstance(protocol, ToyProtocol)
+        params = ToyParams.model_validate(protocol.comparison(spec.comparison).hyperparameters, strict=False)
+        if params.mean < -100:
+            raise RuntimeError("toy failure requested")
+        rng = np.random.default_rng([spec.seed, sum(map(ord, spec.comparison))])
+        scores = {t: float(rng.normal(params.mean, params.sd)) for t in protocol.tasks}
+        return RunOutput({"toy.score-v1": scores}, {"environmentSteps": 1000, "gradientUpdates": params.updates})
+
+
+COMPONENTS = {
+    "suite": {"toy": "tests.toy_suite:ToySuite"},
+    "method": {"toy.method": "tests.toy_suite:ToyMethod"},
+    "metric": {"toy.score-v1": "tests.toy_suite:ToyScore"},
+    "analysis": {"toy": "tests.toy_suite:ToyAnalysis"},
+}
+
+
+def toy_protocol(seeds: int = 5, **analysis: Any) -> dict[str, Any]:
+    hp = {"mean": 0.9, "sd": 0.02, "updates": 100}
+    return {
+        "id": "toy-v1",
+        "suite": "toy",
+        "title": "Toy",
+        "goal": "Test the gatekeeper.",
+        "schemaVersion": 1,
+        "tasks": ["t1", "t2"],
+        "comparisons": [
+            {"id": "cand", "method": "toy.method", "role": "candidate", "label": "Candidate", "hyperparameters": hp},
+            {"id": "base", "method": "toy.method", "role": "baseline", "label": "Baseline",
+             "hyperparameters": {"mean": 0.5, "sd": 0.05, "updates": 100}},
+        ],
+        "budget": {"match": [{"quantity": "totalUpdates", "across": ["cand", "base"]}]},
+        "metrics": [{"id": "toy.score-v1", "label": "Score", "kind": "gate"}],
+        "gates": [
+            {"id": "each", "label": "cand >= 0.7 on each task", "metric": "toy.score-v1", "method": "cand",
+             "scope": "each-task", "test": "lower-bound", "comparator": ">=", "threshold": 0.7, "unit": "score"},
+            {"id": "sup", "label": "cand beats base by 0.1", "metric": "toy.score-v1", "method": "cand",
+             "reference": "base", "test": "superiority", "comparator": ">=", "margin": 0.1, "unit": "score"},
+            {"id": "info", "label": "cand vs base (report only)", "metric": "toy.score-v1", "method": "cand",
+             "reference": "base", "test": "report-only", "comparator": ">=", "margin": 0.0, "unit": "score",
+             "confirmatory": False},
+        ],
+        "analysis": {"alpha": 0.05, **analysis},
+        "seeds": {"stages": [{"id": "main", "seeds": list(range(seeds))}]},
+        "results": None,
+    }
