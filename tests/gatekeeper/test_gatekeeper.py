@@ -16,7 +16,7 @@ from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.lock import freeze
 from cltoolkit.registry import reset_registries
 from cltoolkit.run.record import RunRecord
-from cltoolkit.run.runner import run_protocol
+from cltoolkit.run.runner import Selection, run_protocol
 from cltoolkit.run.store import RunStore
 from tests.conftest import REPO, read, write
 from tests.toy_suite import COMPONENTS, toy_protocol
@@ -81,7 +81,6 @@ def test_end_to_end_and_idempotent(toy, cli) -> None:  # type: ignore[no-untyped
     assert (toy.reports_dir / "toy-v1" / "report.html").read_text().count("data:image/png;base64") >= 1
     assert cli("protocol", "verify").exit_code == 0
     # again: nothing runs, and only measuredOn (and the status date) may change
-    assert "5 planned" not in cli("run", "-p", "toy-v1").output or True
     assert cli("run", "-p", "toy-v1").output.count("already completed") == 1
     cli("report", "-p", "toy-v1")
     again = read(toy.protocol_path("toy-v1"))
@@ -153,7 +152,7 @@ def test_refuses_mixed_toolkit_versions(toy, cli) -> None:  # type: ignore[no-un
 
 def test_incomplete_grid_is_not_evaluable(toy, cli) -> None:  # type: ignore[no-untyped-def]
     _setup(toy)
-    run_protocol(toy, "toy-v1", selection=__import__("cltoolkit.run.runner", fromlist=["Selection"]).Selection(seeds=(0, 1, 2, 3)))
+    run_protocol(toy, "toy-v1", selection=Selection(seeds=(0, 1, 2, 3)))
     out = report_protocol(toy, "toy-v1", dry_run=True)
     assert out.results.runs.missing == 2
     for gate in out.results.gates:
@@ -217,7 +216,7 @@ def test_record_versions(toy, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from cltoolkit.run import record as rec_mod
 
     _setup(toy)
-    run_protocol(toy, "toy-v1", selection=__import__("cltoolkit.run.runner", fromlist=["Selection"]).Selection(seeds=(0,)))
+    run_protocol(toy, "toy-v1", selection=Selection(seeds=(0,)))
     path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
     data = read(path)
     data["recordVersion"] = 2
@@ -236,7 +235,7 @@ def test_record_versions(toy, tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 def test_records_are_sorted_atomic_json(toy) -> None:  # type: ignore[no-untyped-def]
     _setup(toy)
-    run_protocol(toy, "toy-v1", selection=__import__("cltoolkit.run.runner", fromlist=["Selection"]).Selection(seeds=(0,)))
+    run_protocol(toy, "toy-v1", selection=Selection(seeds=(0,)))
     path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
     text = path.read_text()
     data = json.loads(text)
