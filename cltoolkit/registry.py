@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -230,10 +229,3 @@ def reset_registries() -> None:
     """Forget cached registries (after installing a plugin, or in tests)."""
     _REGISTRIES.clear()
 
-
-def plugin_entry_points() -> list[str]:
-    return sorted(f"{ep.name} = {ep.value}" for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
-
-
-def dump_components(regs: Registries) -> str:
-    return json.dumps({k: {n: r.target(n) for n in r.names()} for k, r in regs.by_kind.items()}, indent=2)

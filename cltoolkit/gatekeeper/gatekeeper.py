@@ -25,7 +25,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
-from cltoolkit.protocol.results import BudgetCheck, GateResult, Results
+from cltoolkit.protocol.results import BudgetCheck, Results
 from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
 from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
@@ -251,6 +251,3 @@ def report_protocol(
         atomic_write_text(loaded.path, dump_json(document, sort_keys=False))
     return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)
 
-
-def gate_table(gates: list[GateResult]) -> list[dict[str, Any]]:
-    return [g.model_dump(mode="json") for g in gates]

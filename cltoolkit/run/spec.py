@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,9 +73,6 @@ class RunSpec:
             "stage": self.stage,
         }
 
-    def fingerprint(self) -> str:
-        text = json.dumps([self.protocol_sha256, self.spec_dict()], sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
