@@ -1,4 +1,4 @@
-"""`clt plan power`: seeds needed for a paired comparison."""
+"""`clt plan power`: replicates needed for a comparison, from a stated sigma_D or from a protocol's pilot runs."""
 
 from __future__ import annotations
 
@@ -6,38 +6,65 @@ from typing import Annotated
 
 import typer
 
-from cltoolkit.cli._common import command, print_json
+from cltoolkit.cli._common import command, print_json, project
 
 app = typer.Typer(help="Plan evaluations (power).", no_args_is_help=True)
 
 
 @command(app, "power")
 def power(
-    sigma: Annotated[float, typer.Option("--sigma", help="SD of paired differences (sigma_D).")],
-    delta: Annotated[float, typer.Option("--delta", help="Smallest difference worth detecting.")],
+    sigma: Annotated[float | None, typer.Option("--sigma", help="SD of paired differences (sigma_D).")] = None,
+    delta: Annotated[float | None, typer.Option("--delta", help="Smallest difference worth detecting.")] = None,
     alpha: Annotated[float, typer.Option("--alpha")] = 0.05,
     target: Annotated[float, typer.Option("--power")] = 0.8,
     test: Annotated[str, typer.Option("--test", help="two-sided | one-sided | tost")] = "two-sided",
+    protocol: Annotated[str | None, typer.Option("--protocol", help="Protocol id (with --from-pilot).")] = None,
+    from_pilot: Annotated[bool, typer.Option("--from-pilot", help="sigma_D per declared gate from pilot runs.")] = False,
+    pilot_hash: Annotated[str | None, typer.Option("--pilot-hash", help="Pilot store (hash prefix) to use.")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Replicates needed: the normal approximation and the exact (noncentral t / TOST) answer."""
     from cltoolkit import stats
     from cltoolkit.errors import InputError
 
+    if protocol is not None or from_pilot:
+        if not (protocol and from_pilot):
+            raise InputError("use --protocol <id> together with --from-pilot")
+        from cltoolkit.planning import pilot_plan
+
+        out = pilot_plan(project(), protocol, pilot_hash=pilot_hash)
+        if json_out:
+            print_json(out)
+            return
+        typer.echo(f"{out['protocol']}: pilot store {out['pilotStore']} (stages {', '.join(out['pilotStages'])}, "
+                   f"{out['pilotReplicates']} replicates); declared {out['declaredReplicates']} replicates, target power {out['targetPower']}")
+        for g in out["gates"]:
+            sd = "n/a" if g["sd"] is None else f"{g['sd']:.4g}"
+            line = f"  {g['gate']} [{g['scope']}] {g['test']}: sigma_D = {sd} from {g['pilotReplicates']} pilot replicates"
+            if g["delta"] is None:
+                line += "; no delta declared, so no replicate count"
+            elif g["neededExact"] is not None:
+                line += (f"; delta {g['delta']}, alpha {g['alpha']:.4g} ({g['sides']}-sided): need {g['neededExact']} (exact t), "
+                         f"{g['neededNormal']} (normal); power at declared {g['declaredReplicates']}: {g['powerAtDeclared']:.3f}")
+            typer.echo(line)
+        typer.echo(out["note"])
+        return
+    if sigma is None or delta is None:
+        raise InputError("give --sigma and --delta, or --protocol <id> --from-pilot")
     if sigma <= 0 or delta <= 0 or not (0 < alpha < 0.5) or not (0 < target < 1):
         raise InputError("need --sigma > 0, --delta > 0, 0 < --alpha < 0.5, 0 < --power < 1")
     if test == "tost":
         n = 2
         while stats.tost_power(n, sigma, delta, 0.0, alpha) < target:
             n += 1
-        out = {"test": test, "exact": n, "normal": stats.n_normal(sigma, delta, 2 * alpha, target, sides=2)}
+        result = {"test": test, "exact": n, "normal": stats.n_normal(sigma, delta, 2 * alpha, target, sides=2)}
     elif test in ("two-sided", "one-sided"):
         sides = 2 if test == "two-sided" else 1
-        out = {"test": test, "normal": stats.n_normal(sigma, delta, alpha, target, sides),
-               "exact": stats.n_exact_t(sigma, delta, alpha, target, sides)}
+        result = {"test": test, "normal": stats.n_normal(sigma, delta, alpha, target, sides),
+                  "exact": stats.n_exact_t(sigma, delta, alpha, target, sides)}
     else:
         raise InputError(f"unknown --test {test!r}: two-sided | one-sided | tost")
     if json_out:
-        print_json(out)
+        print_json(result)
     else:
-        typer.echo(f"{test}: n = {out['exact']} replicates (exact), {out['normal']} (normal approximation)")
+        typer.echo(f"{test}: n = {result['exact']} replicates (exact), {result['normal']} (normal approximation)")

@@ -25,7 +25,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
-from cltoolkit.protocol.results import BudgetCheck, Results
+from cltoolkit.protocol.results import BudgetCheck, GateResult, Results
 from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
 from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
@@ -148,6 +148,8 @@ def gatekeep(
     versions = check_toolkit_versions(records, protocol.analysis.allowMixedToolkitVersions, where)
     suite = regs.suite.get(protocol.suite)()
     stage_id = protocol.stage(stage).id
+    if protocol.stage(stage).purpose == "pilot":
+        raise Refusal(f"{loaded.id}: stage {stage_id!r} is a pilot stage; pilot runs plan a study and never report results")
     points = suite.plan(protocol, stage_id)
     by_id = {r.runId: r for r in records}
     excluded: dict[str, str] = {}
@@ -162,7 +164,7 @@ def gatekeep(
     tasks = suite.tasks(protocol)
     ok_ids = {r.runId for r in completed}
     hyps = _hypotheses(protocol, completed, points, ok_ids | set(excluded), budgets, tasks, frozenset(excluded))
-    gates = decide_gates(list(protocol.gates), hyps, protocol.analysis)
+    gates = _with_units(protocol, decide_gates(list(protocol.gates), hyps, protocol.analysis))
     exclusions: list[dict[str, Any]] = []
     if excluded:
         strict = decide_gates(list(protocol.gates), _hypotheses(protocol, completed, points, ok_ids, budgets, tasks), protocol.analysis)
@@ -188,6 +190,16 @@ def gatekeep(
         reports=[],
     )
     return loaded, results, [by_id[p.run_id] for p in points if p.run_id in by_id]
+
+
+def _with_units(protocol: ProtocolBase, gates: list[GateResult]) -> list[GateResult]:
+    out = []
+    for result, gate in zip(gates, protocol.gates, strict=True):
+        es = protocol.evaluation_set(gate.metric)
+        if es is not None:
+            result = result.model_copy(update={"evaluationSet": es.id, "heldOutUnit": es.heldOutUnit, "oodAxis": list(es.varies)})
+        out.append(result)
+    return out
 
 
 def _counts(states: dict[str, str], excluded: dict[str, str]) -> dict[str, int]:

@@ -49,10 +49,11 @@ def _prepare(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> Non
         h.sign, h.delta = 1.0, float(g.threshold)  # type: ignore[arg-type]
     elif g.test == "upper-bound":
         h.sign, h.delta = -1.0, float(g.threshold)  # type: ignore[arg-type]
-    elif g.test == "superiority":
-        h.sign, h.delta = 1.0, float(g.margin)  # type: ignore[arg-type]
-    elif g.test == "non-inferiority":
-        h.sign, h.delta = 1.0, -float(g.margin)  # type: ignore[arg-type]
+    elif g.test in ("superiority", "non-inferiority"):
+        # higher is better: D > +margin (superiority) / D > -margin (non-inferiority); lower is better mirrors it
+        h.sign = -1.0 if g.lower_is_better else 1.0
+        margin = float(g.margin) if g.test == "superiority" else -float(g.margin)  # type: ignore[arg-type]
+        h.delta = h.sign * margin
     else:
         h.delta = 0.0
     if g.reference is not None:

@@ -162,7 +162,9 @@ def freeze(project: Project, protocol_id: str, *, now: datetime.datetime | None 
     )
     atomic_write_bytes(_snapshot_path(project, loaded.id), canonical_bytes(loaded.document) + b"\n")
     write_json(project.lock_path(loaded.id), lock.model_dump(mode="json"))
-    return lock, list(loaded.warnings)
+    from cltoolkit.planning import freeze_power_warnings
+
+    return lock, [*loaded.warnings, *freeze_power_warnings(project, loaded)]
 
 
 def _envelope_checks(loaded: LoadedProtocol) -> list[Problem]:

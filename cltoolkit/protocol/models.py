@@ -19,6 +19,7 @@ __all__ = [
     "BudgetMatch",
     "Claim",
     "Comparison",
+    "EvaluationSet",
     "ExclusionRule",
     "Gate",
     "MetricDecl",
@@ -113,6 +114,27 @@ class MetricDecl(Strict):
     """The proposed target in words (the machine-readable claim is a gate)."""
     description: str = ""
     """How it is computed, in words."""
+    evaluationSet: Slug | None = None
+    """Id of the evaluation set (held-out unit, OOD axis) the metric is measured on."""
+
+
+class EvaluationSet(Strict):
+    """An evaluation set: what is held out from training, and what (if anything) varies between training and test."""
+
+    id: Slug
+    """Evaluation-set id, referenced by metrics."""
+    label: str
+    """Human-readable name."""
+    heldOutUnit: str
+    """The independent unit held out from training (transition, episode, session, layout seed, task,
+    embodiment...); claims are checked against it."""
+    varies: list[str] = Field(default_factory=list)
+    """Factors whose population differs between training and test (the OOD axis); empty: new units drawn from
+    the training population."""
+    estimand: str
+    """What a number measured on this set estimates, in words (e.g. `transfer to new sessions, same regime`)."""
+    description: str = ""
+    """How the set is built."""
 
 
 class Gate(Strict):
@@ -143,6 +165,17 @@ class Gate(Strict):
     """Unit of threshold and margin (e.g. `fraction`, `MSE`)."""
     confirmatory: bool = True
     """Part of the confirmatory family that the multiplicity correction covers."""
+    delta: float | None = Field(default=None, gt=0.0)
+    """Planning: the smallest effect worth detecting beyond the threshold / margin (in `unit`)."""
+    planningSd: float | None = Field(default=None, gt=0.0)
+    """Planning: the assumed SD of the per-replicate values (paired differences for paired gates)."""
+    planningSource: str = ""
+    """Where `planningSd` comes from (pilot runs, earlier study, guess), in words."""
+
+    @property
+    def lower_is_better(self) -> bool:
+        """Whether the claim is that the value (or difference) is low: `<=` / `<` comparators."""
+        return self.comparator in ("<=", "<")
 
     @model_validator(mode="after")
     def _consistent(self) -> Gate:
@@ -155,8 +188,8 @@ class Gate(Strict):
         expected = {
             "lower-bound": (">=", ">"),
             "upper-bound": ("<=", "<"),
-            "superiority": (">=", ">"),
-            "non-inferiority": (">=", ">"),
+            "superiority": (">=", ">", "<=", "<"),
+            "non-inferiority": (">=", ">", "<=", "<"),
             "equivalence-tost": ("within",),
         }.get(self.test)
         if expected is not None and self.comparator not in expected:
@@ -199,8 +232,12 @@ class AnalysisPlan(Strict):
     """Interval method for replicate means and paired differences."""
     replicateUnit: str = "seed"
     """What one replicate is (e.g. `training seed x task order`); per replicate, one number."""
-    aggregate: Literal["mean", "iqm", "median"] = "mean"
-    """The declared aggregate across tasks / runs for summaries."""
+    aggregate: Literal["mean", "iqm", "median", "worst-case", "cvar"] = "mean"
+    """The declared aggregate across tasks / runs for summaries (`cvar`: mean of the worst `tailFraction`)."""
+    tailFraction: float = Field(default=0.25, gt=0.0, le=1.0)
+    """Share of the worst scores the `cvar` aggregate averages."""
+    targetPower: float = Field(default=0.8, gt=0.0, lt=1.0)
+    """Planned power of each gate at its declared `delta` (checked at freeze against the declared seeds)."""
     permutation: PermutationPlan = Field(default_factory=PermutationPlan)
     """Permutation p-value settings."""
     bootstrapResamples: int = Field(default=10_000, ge=100)
@@ -212,7 +249,10 @@ class AnalysisPlan(Strict):
     allowMixedToolkitVersions: bool = False
     """Allow records produced by different toolkit versions in one report."""
     normalization: dict[str, tuple[float, float]] | None = None
-    """Per-task normalization anchors (weak, strong); equal anchors leave a score undefined."""
+    """Per-task normalization anchors (weak, strong)."""
+    zeroGapRule: Literal["undefined", "refuse"] = "undefined"
+    """When a task's anchors are equal: its normalized score is `undefined` (null, listed) or the report is
+    refused. Scores are never clipped."""
 
 
 class SeedRange(Strict):
@@ -250,6 +290,9 @@ class Stage(Strict):
     """Task order ids (empty where the suite has no task order)."""
     description: str = ""
     """What the stage is for."""
+    purpose: Literal["confirmatory", "pilot", "exploratory"] = "confirmatory"
+    """`pilot` stages feed planning (`clt plan power --from-pilot`) and are run with `--pilot`; the power check at
+    freeze covers `confirmatory` stages."""
 
 
 class SeedPlan(Strict):
@@ -365,6 +408,8 @@ class ProtocolBase(Strict):
     """Statistics plan."""
     seeds: SeedPlan
     """Seeds, splits, task orders and stages."""
+    evaluationSets: list[EvaluationSet] = Field(default_factory=list)
+    """Evaluation sets, each with its held-out unit and OOD axis."""
     claims: list[Claim] = Field(default_factory=list)
     """Claims the protocol supports and their held-out units."""
     safeguards: list[Safeguard] = Field(default_factory=list)
@@ -387,6 +432,12 @@ class ProtocolBase(Strict):
         if dupes:
             raise ValueError(f"comparison ids must be unique, repeated: {', '.join(dupes)}")
         metrics = {m.id for m in self.metrics}
+        sets = [e.id for e in self.evaluationSets]
+        if len(sets) != len(set(sets)):
+            raise ValueError("evaluation set ids must be unique")
+        for metric in self.metrics:
+            if metric.evaluationSet is not None and metric.evaluationSet not in sets:
+                raise ValueError(f"metric {metric.id!r}: unknown evaluation set {metric.evaluationSet!r}")
         gate_ids = [g.id for g in self.gates]
         if len(gate_ids) != len(set(gate_ids)):
             raise ValueError("gate ids must be unique")
@@ -401,6 +452,13 @@ class ProtocolBase(Strict):
                 if ref not in ids:
                     raise ValueError(f"budget clause on {clause.quantity}: unknown comparison {ref!r}")
         return self
+
+    def evaluation_set(self, metric_id: str) -> EvaluationSet | None:
+        """The evaluation set a declared metric is measured on, if it names one."""
+        for metric in self.metrics:
+            if metric.id == metric_id and metric.evaluationSet is not None:
+                return next(e for e in self.evaluationSets if e.id == metric.evaluationSet)
+        return None
 
     def comparison(self, comparison_id: str) -> Comparison:
         for comp in self.comparisons:

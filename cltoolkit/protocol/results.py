@@ -83,6 +83,12 @@ class GateResult(Strict):
     """How the result may be stated (a report-only comparison is an improvement only when its test rejects)."""
     hypotheses: list[HypothesisResult]
     """Per-hypothesis detail."""
+    evaluationSet: str | None = None
+    """Evaluation set of the gate's metric."""
+    heldOutUnit: str | None = None
+    """Held-out unit of that set: what the number generalizes over."""
+    oodAxis: list[str] = Field(default_factory=list)
+    """Factors varied between training and test on that set (empty: same population)."""
 
 
 class BudgetCheck(Strict):

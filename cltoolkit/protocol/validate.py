@@ -72,7 +72,7 @@ def validate_document(
     problems.extend(Problem(f"{source}: {p.where}", p.message) for p in suite.check(model))
     if problems:
         raise ValidationFailed(problems=problems)
-    return model, _warnings(model)
+    return model, _warnings(model, regs, source)
 
 
 def _check_registered(model: ProtocolBase, regs: Registries, source: str) -> list[Problem]:
@@ -100,9 +100,45 @@ def _check_registered(model: ProtocolBase, regs: Registries, source: str) -> lis
     return problems
 
 
-def _warnings(model: ProtocolBase) -> list[str]:
-    """Claims naming a held-out unit the protocol does not hold out (issue 7 fills the unit catalogue)."""
-    return []
+def _unit(text: str) -> str:
+    """Normalized held-out unit: case, separators and a plural `s` do not matter."""
+    words = text.lower().replace("-", " ").replace("_", " ").split()
+    return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
+
+
+def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
+    """Design warnings that do not block validation: claims resting on a unit no evaluation set holds out,
+    metrics without an evaluation set, and gates whose direction contradicts the metric's."""
+    out = []
+    held = {_unit(e.heldOutUnit): e.heldOutUnit for e in model.evaluationSets}
+    for i, claim in enumerate(model.claims):
+        if _unit(claim.heldOutUnit).startswith("none"):
+            continue  # a claim about a known system holds nothing out
+        if not model.evaluationSets:
+            out.append(
+                f"{source}: /claims/{i}/heldOutUnit: claim {claim.id!r} generalizes over {claim.heldOutUnit!r} but the "
+                "protocol declares no evaluationSets, so no held-out unit supports it"
+            )
+        elif _unit(claim.heldOutUnit) not in held:
+            out.append(
+                f"{source}: /claims/{i}/heldOutUnit: claim {claim.id!r} generalizes over {claim.heldOutUnit!r}, which no "
+                f"evaluation set holds out (held out: {', '.join(sorted(held.values()))})"
+            )
+    if model.evaluationSets:
+        for i, metric in enumerate(model.metrics):
+            if metric.evaluationSet is None and metric.kind == "gate":
+                out.append(f"{source}: /metrics/{i}/evaluationSet: gate metric {metric.id!r} names no evaluation set")
+    for i, gate in enumerate(model.gates):
+        if gate.test not in ("superiority", "non-inferiority") or gate.metric not in regs.metric:
+            continue
+        higher = regs.metric.get(gate.metric).higher_is_better
+        if higher == gate.lower_is_better:
+            better = "higher" if higher else "lower"
+            out.append(
+                f"{source}: /gates/{i}/comparator: gate {gate.id!r} claims {gate.comparator!r} but {gate.metric!r} is "
+                f"better when {better}"
+            )
+    return out
 
 
 def load_protocol(path: Path, regs: Registries | None = None) -> LoadedProtocol:

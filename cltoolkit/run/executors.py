@@ -63,7 +63,9 @@ def _attempt(spec: RunSpec, job_file: Path, timeout_s: float | None) -> tuple[st
     out = spec.run_dir / "output.json"
     if code == 0 and out.exists():
         data = json.loads(out.read_text())
-        output = RunOutput(data["metrics"], data["budget"], data.get("reused", []), data.get("device", "cpu"))
+        output = RunOutput(
+            data["metrics"], data["budget"], data.get("reused", []), data.get("device", "cpu"), data.get("precision")
+        )
         return "completed", "", output, data.get("torchThreads")
     err = spec.run_dir / "error.json"
     if code == 3 and err.exists():

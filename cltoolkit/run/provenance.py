@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cltoolkit import __version__
 
-__all__ = ["git_state", "package_versions", "platform_text", "toolkit_version"]
+__all__ = ["git_state", "hardware_text", "package_versions", "platform_text", "toolkit_version"]
 
 _PACKAGES = ("numpy", "scipy", "pydantic", "torch", "gymnasium", "minigrid", "mujoco", "dm_control", "ray")
 
@@ -49,6 +49,22 @@ def package_versions() -> dict[str, str]:
 
 def platform_text() -> str:
     return f"{platform.system()} {platform.release()} {platform.machine()}"
+
+
+@functools.cache
+def hardware_text() -> str:
+    """CPU model and logical core count (from /proc/cpuinfo where present)."""
+    import os
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model} x{os.cpu_count() or 1}"
 
 
 def python_version() -> str:

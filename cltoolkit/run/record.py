@@ -115,6 +115,10 @@ class Provenance(Strict):
     """Torch intra-op threads, where torch was used."""
     device: str
     """Compute device."""
+    hardware: str | None = None
+    """Processor (and accelerator) the run used, as the driver saw it."""
+    precision: str | None = None
+    """Numeric precision of the computation (e.g. `float64`, `float32`, `bf16-mixed`)."""
     wallClockSeconds: float
     """Wall-clock time of the run (all attempts)."""
     startedAt: datetime.datetime

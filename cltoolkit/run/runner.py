@@ -120,6 +120,8 @@ def _record(spec: RunSpec, result: ExecutionResult, started: datetime.datetime, 
                 "platform": provenance.platform_text(),
                 "torchThreads": result.torch_threads,
                 "device": output.device if output else "cpu",
+                "hardware": provenance.hardware_text(),
+                "precision": output.precision if output else None,
                 "wallClockSeconds": round(result.wall_clock_s, 3),
                 "startedAt": started,
                 "finishedAt": finished,
@@ -164,6 +166,11 @@ def run_protocol(
                 f"`clt run --protocol {loaded.id} --pilot`, or freeze it with `clt protocol freeze {loaded.id}`"
             )
         require_frozen(project, loaded)
+    if not pilot and loaded.model.stage(stage).purpose == "pilot":
+        raise Refusal(
+            f"{loaded.id}: stage {loaded.model.stage(stage).id!r} is a pilot stage; run it with --pilot "
+            "(its runs plan the study and never report results)"
+        )
     base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
     store = RunStore(base, loaded.id)
     scan = store.scan()

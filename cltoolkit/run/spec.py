@@ -83,6 +83,7 @@ class RunOutput:
     budget: dict[str, int] = field(default_factory=dict)
     reused: list[str] = field(default_factory=list)
     device: str = "cpu"
+    precision: str | None = None
 
 
 @dataclass

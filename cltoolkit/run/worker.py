@@ -50,6 +50,7 @@ def main(job_path: str) -> int:
                 "budget": output.budget,
                 "reused": output.reused,
                 "device": output.device,
+                "precision": output.precision,
                 "torchThreads": _torch_threads(threads),
             },
         )

@@ -4,6 +4,8 @@ Randomness always comes from an explicit `numpy.random.Generator`; nothing touch
 """
 
 from cltoolkit.stats.aggregate import (
+    AGGREGATES,
+    aggregate,
     iqm,
     normalized_scores,
     optimality_gap,
@@ -25,6 +27,8 @@ from cltoolkit.stats.paired import (
 from cltoolkit.stats.power import n_exact_t, n_normal, power_t, tost_power
 
 __all__ = [
+    "AGGREGATES",
+    "aggregate",
     "OneSided",
     "TTest",
     "benjamini_hochberg",

@@ -10,7 +10,9 @@ import numpy as np
 from scipy import stats
 
 __all__ = [
+    "AGGREGATES",
     "Interval",
+    "aggregate",
     "iqm",
     "normalized_scores",
     "optimality_gap",
@@ -95,3 +97,30 @@ def normalized_scores(raw: np.ndarray, weak: float, strong: float) -> np.ndarray
     if strong == weak:
         return None
     return (np.asarray(raw, dtype=float) - weak) / (strong - weak)
+
+
+AGGREGATES = ("mean", "iqm", "median", "worst-case", "cvar")
+
+
+def aggregate(
+    scores: np.ndarray, name: str, *, higher_is_better: bool = True, tail_fraction: float = 0.25
+) -> float:
+    """One declared aggregate of run-level scores: `mean`, `iqm`, `median`, `worst-case` (the worst score in the
+    metric's direction) or `cvar` (mean of the worst ceil(tail_fraction * N) scores)."""
+    x = np.asarray(scores, dtype=float).ravel()
+    if x.size == 0:
+        raise ValueError("no scores to aggregate")
+    if name == "mean":
+        return float(x.mean())
+    if name == "iqm":
+        return float(iqm(x))
+    if name == "median":
+        return float(np.median(x))
+    worst_first = np.sort(x) if higher_is_better else np.sort(x)[::-1]
+    if name == "worst-case":
+        return float(worst_first[0])
+    if name == "cvar":
+        if not 0 < tail_fraction <= 1:
+            raise ValueError(f"tail fraction must be in (0, 1], got {tail_fraction}")
+        return float(worst_first[: int(np.ceil(tail_fraction * x.size))].mean())
+    raise ValueError(f"unknown aggregate {name!r} (known: {', '.join(AGGREGATES)})")

@@ -1,16 +1,127 @@
-"""The `sessions` suite: protocol model only, so `sessions-v1` validates as a skeleton draft."""
+"""The `sessions` suite: held-out sessions vs a random transition split vs a shifted cohort (seed 003)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from cltoolkit.components import Suite
+from cltoolkit.errors import Problem
+from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.suites.sessions.models import SessionsProtocol
 
-__all__ = ["SessionsSuite"]
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cltoolkit.run.spec import RunOutput, RunSpec
+    from cltoolkit.splits import SplitManifest
+    from cltoolkit.suites.sessions.data import Rows
+    from cltoolkit.suites.sessions.methods import SessionModel
+
+__all__ = ["SessionsSuite", "set_metrics"]
+
+_UNITS = {"groupedSet": "session", "randomSet": "transition", "shiftedSet": "session"}
+
+
+def set_metrics(protocol: SessionsProtocol) -> dict[str, str]:
+    """Evaluation set id -> the declared metric measured on it."""
+    return {m.evaluationSet: m.id for m in protocol.metrics if m.evaluationSet is not None}
 
 
 class SessionsSuite(Suite):
-    """Held-out sessions toy of the experimental-design chapter (skeleton)."""
+    """Held-out sessions toy of the experimental-design chapter."""
 
     name = "sessions"
     protocol_model = SessionsProtocol
-    summary = "held-out sessions example (skeleton: not runnable yet)"
+    analysis = "sessions"
+    summary = "held-out sessions vs random transition split vs shifted cohort (seed 003)"
+
+    def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
+        assert isinstance(protocol, SessionsProtocol)
+        sets = {e.id: e for e in protocol.evaluationSets}
+        measured = set_metrics(protocol)
+        for field, unit in _UNITS.items():
+            set_id = getattr(protocol.splits, field)
+            where = f"/splits/{field}"
+            if set_id not in sets:
+                yield Problem(where, f"evaluation set {set_id!r} is not declared in evaluationSets")
+                continue
+            if sets[set_id].heldOutUnit != unit:
+                yield Problem(where, f"evaluation set {set_id!r} must hold out {unit!r}, declares {sets[set_id].heldOutUnit!r}")
+            if set_id not in measured:
+                yield Problem(where, f"no declared metric is measured on evaluation set {set_id!r}")
+        if protocol.splits.shiftedSet in sets and not sets[protocol.splits.shiftedSet].varies:
+            yield Problem("/splits/shiftedSet", "the shifted-cohort set must name what varies (its OOD axis)")
+        for i, comp in enumerate(protocol.comparisons):
+            window = comp.hyperparameters.get("window")
+            if isinstance(window, int) and window > protocol.featureWindow:
+                yield Problem(f"/comparisons/{i}/hyperparameters/window", f"exceeds featureWindow {protocol.featureWindow}")
+
+    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+        """Simulate fresh cohorts (streams depend on the seed only, so every method sees identical data and rows),
+        split them three ways, fit the comparison's model per split and score it."""
+        import numpy as np
+
+        from cltoolkit.errors import CheckFailed
+        from cltoolkit.registry import registries
+        from cltoolkit.run.spec import RunOutput
+        from cltoolkit.splits import SplitManifest, check_grouped, grouped_split, random_row_split
+        from cltoolkit.suites.sessions.data import simulate
+
+        assert isinstance(protocol, SessionsProtocol)
+        comp = protocol.comparison(spec.comparison)
+        method = registries().method.get(comp.method)
+        params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
+        streams = [np.random.default_rng(s) for s in np.random.SeedSequence(spec.seed).spawn(4)]
+        main = simulate(protocol, protocol.cohort("main"), streams[0])
+        shifted = simulate(protocol, protocol.cohort("shifted"), streams[1])
+        g_train, g_test, g_manifest = grouped_split(
+            main.session.tolist(), protocol.splits.groupedTestSessions, streams[2], unit="session"
+        )
+        crossing = check_grouped(main.session.tolist(), g_train, g_test)
+        if crossing:
+            raise CheckFailed(f"grouped split crosses sessions {', '.join(crossing)}")
+        r_train, r_test, r_manifest = random_row_split(
+            len(main), protocol.splits.randomTestFraction, streams[3], keys=main.session.tolist()
+        )
+        s_manifest = SplitManifest(
+            "cohort", "session", g_manifest.train, tuple(f"shifted:{j}" for j in range(protocol.cohort("shifted").sessions)),
+            g_manifest.train_rows, len(shifted), g_manifest.train_units, protocol.cohort("shifted").sessions,
+        )
+        measured = set_metrics(protocol)
+        grouped_model = method(params)
+        random_model = method(params)
+        evaluations: dict[str, Any] = {}
+        metrics: dict[str, Any] = {}
+        queries = 0
+        for set_id, model, train, rows, test, manifest in (
+            (protocol.splits.groupedSet, grouped_model, g_train, main, g_test, g_manifest),
+            (protocol.splits.randomSet, random_model, r_train, main, r_test, r_manifest),
+            (protocol.splits.shiftedSet, grouped_model, g_train, shifted, np.arange(len(shifted)), s_manifest),
+        ):
+            if set_id != protocol.splits.shiftedSet:
+                model.fit(main, train)
+                for step in model.preprocessing():
+                    step.check(train)  # learned preprocessing saw training rows only
+            evaluations[set_id] = _score(model, rows, test, manifest)
+            metrics[measured[set_id]] = evaluations[set_id]["mae"]
+            queries += int(test.size)
+        metrics["evaluations"] = evaluations
+        metrics["sessionEffects"] = {"main": main.effects.round(6).tolist(), "shifted": shifted.effects.round(6).tolist()}
+        steps = protocol.sessionLength * sum(c.sessions for c in protocol.cohorts)
+        return RunOutput(metrics=metrics, budget={"environmentSteps": steps, "modelQueries": queries}, precision="float64")
+
+
+def _score(model: SessionModel, rows: Rows, test: np.ndarray, manifest: SplitManifest) -> dict[str, Any]:
+    import numpy as np
+
+    err = np.abs(model.predict(rows, test) - rows.target[test])
+    sessions = rows.session[test]
+    per_session = {str(j): round(float(err[sessions == j].mean()), 8) for j in np.unique(sessions)}
+    return {
+        "mae": float(err.mean()),
+        "manifest": manifest.as_dict(),
+        "testSessions": len(per_session),
+        "perSessionMae": per_session,
+    }

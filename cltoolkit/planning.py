@@ -1,0 +1,206 @@
+"""Power planning inside the workflow: sigma_D per declared gate from pilot runs, replicates needed for the
+gate's declared `delta`, and the power the declared seeds give (used by `clt plan power --from-pilot` and by
+`clt protocol freeze`).
+
+Planning is approximate by nature (seed 003): the normal approximation and the exact noncentral-t answer are
+reported side by side, the pilot SD is itself uncertain, and confirmatory gates are planned at alpha / m (the
+first Holm step), which is conservative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cltoolkit import stats
+from cltoolkit.errors import InputError
+from cltoolkit.project import Project
+from cltoolkit.protocol.models import Gate, ProtocolBase
+from cltoolkit.protocol.validate import LoadedProtocol, load_protocol
+from cltoolkit.registry import registries
+from cltoolkit.run.record import RunRecord
+from cltoolkit.run.spec import replicate_key
+from cltoolkit.run.store import RunStore
+
+__all__ = ["GatePlan", "declared_replicates", "freeze_power_warnings", "gate_plan", "pilot_plan", "pilot_stores"]
+
+
+@dataclass(frozen=True)
+class GatePlan:
+    """Planning numbers for one hypothesis of one gate."""
+
+    gate: str
+    scope: str
+    test: str
+    sd: float | None
+    sdSource: str
+    pilotReplicates: int
+    delta: float | None
+    alpha: float
+    sides: int
+    declaredReplicates: int
+    powerAtDeclared: float | None
+    neededNormal: int | None
+    neededExact: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def declared_replicates(protocol: ProtocolBase, cells: int = 1) -> int:
+    """Replicates per hypothesis in the smallest confirmatory stage (seeds x task orders x cells)."""
+    stages = [s for s in protocol.seeds.stages if s.purpose == "confirmatory"] or list(protocol.seeds.stages)
+    return min(len(s.seeds) * max(1, len(s.orders)) for s in stages) * cells
+
+
+def _alpha(protocol: ProtocolBase, gate: Gate) -> float:
+    plan = protocol.analysis
+    m = sum(1 for g in protocol.gates if g.confirmatory)
+    return plan.alpha / m if gate.confirmatory and plan.multiplicity != "none" and m > 1 else plan.alpha
+
+
+def gate_plan(protocol: ProtocolBase, gate: Gate, scope: str, sd: float | None, source: str, pilot_n: int, n_declared: int) -> GatePlan:
+    """Power at the declared replicates and replicates needed, for one hypothesis."""
+    alpha = _alpha(protocol, gate)
+    sides = 2 if gate.test == "report-only" else 1
+    power = normal = exact = None
+    delta = gate.delta
+    if sd is not None and sd > 0 and delta is not None:
+        target = protocol.analysis.targetPower
+        if gate.test == "equivalence-tost":
+            margin = float(gate.margin or 0.0)
+            # true difference `delta` inside the +-margin band (delta >= margin means the claim cannot be planned)
+            true_diff = 0.0 if delta >= margin else margin - delta
+            power = stats.tost_power(n_declared, sd, margin, true_diff, alpha) if n_declared >= 2 else 0.0
+            n = 2
+            while stats.tost_power(n, sd, margin, true_diff, alpha) < target and n < 10_000:
+                n += 1
+            exact = n
+            normal = stats.n_normal(sd, max(margin - true_diff, 1e-12), 2 * alpha, target, sides=2)
+        else:
+            power = stats.power_t(n_declared, sd, delta, alpha, sides) if n_declared >= 2 else 0.0
+            normal = stats.n_normal(sd, delta, alpha, target, sides)
+            exact = stats.n_exact_t(sd, delta, alpha, target, sides)
+    elif sd == 0.0:
+        source += " (zero spread: planning is undefined)"
+    return GatePlan(gate.id, scope, gate.test, sd, source, pilot_n, delta, alpha, sides, n_declared, power, normal, exact)
+
+
+def pilot_stores(project: Project, protocol_id: str) -> dict[str, Path]:
+    """Pilot run folders of a protocol id: hash prefix -> folder."""
+    base = project.pilot_runs_dir
+    if not base.is_dir():
+        return {}
+    return {p.parent.name: p for p in sorted(base.glob(f"*/{protocol_id}")) if p.parent.name != "effective" and p.is_dir()}
+
+
+def _pilot_records(project: Project, loaded: LoadedProtocol, pilot_hash: str | None) -> tuple[str, list[RunRecord]]:
+    from cltoolkit.protocol.hashing import protocol_hash
+
+    stores = pilot_stores(project, loaded.id)
+    current = protocol_hash(loaded.document).removeprefix("sha256:")[:16]
+    if pilot_hash is not None:
+        chosen = [h for h in stores if h.startswith(pilot_hash.removeprefix("sha256:"))]
+        if len(chosen) != 1:
+            raise InputError(
+                f"--pilot-hash {pilot_hash!r} matches {len(chosen)} pilot stores of {loaded.id} "
+                f"(available: {', '.join(stores) or 'none'})"
+            )
+        key = chosen[0]
+    elif current in stores:
+        key = current
+    elif len(stores) == 1:
+        key = next(iter(stores))
+    else:
+        raise InputError(
+            f"{loaded.id}: no pilot runs at the current hash ({current}); "
+            + (f"choose one with --pilot-hash (available: {', '.join(stores)})" if stores
+               else f"run a pilot first: `clt run --protocol {loaded.id} --pilot`")
+        )
+    scan = RunStore(project.pilot_runs_dir / key, loaded.id).scan()
+    records = [r for r in scan.records.values() if r.status.state == "completed"]
+    if not records:
+        raise InputError(f"{loaded.id}: the pilot store {key} holds no completed runs")
+    return key, records
+
+
+def _values(protocol: ProtocolBase, records: Sequence[RunRecord], gate: Gate, scope: str) -> np.ndarray:
+    regs = registries()
+    suite = regs.suite.get(protocol.suite)
+    analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
+    if analysis is None:
+        raise InputError(f"suite {protocol.suite!r} has no analysis to compute pilot values")
+    mv = analysis.replicates(protocol, records, gate.metric, gate.method, scope).get(scope, {})
+    if gate.reference is None:
+        return np.array([mv[k] for k in sorted(mv)])
+    rv = analysis.replicates(protocol, records, gate.metric, gate.reference, scope).get(scope, {})
+    return np.array([mv[k] - rv[k] for k in sorted(set(mv) & set(rv))])
+
+
+def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> dict[str, Any]:
+    """sigma_D per declared gate (and task) from completed pilot runs, with the replicates each needs."""
+    regs = registries(project.components_file)
+    loaded = load_protocol(project.resolve_protocol(ref), regs)
+    protocol = loaded.model
+    key, records = _pilot_records(project, loaded, pilot_hash)
+    suite = regs.suite.get(protocol.suite)()
+    cells = len([c for c in suite.cells(protocol) if c is not None]) or 1
+    n_declared = declared_replicates(protocol, cells)
+    stages = sorted({r.spec.stage for r in records})
+    seeds = sorted({replicate_key(r.spec.seed, r.spec.order, r.spec.cell) for r in records})
+    plans = []
+    for gate in protocol.gates:
+        for scope in suite.tasks(protocol) if gate.scope == "each-task" else ["aggregate"]:
+            x = _values(protocol, records, gate, scope)
+            sd = float(x.std(ddof=1)) if x.size >= 2 else None
+            source = f"pilot store {key} ({x.size} replicates)"
+            plans.append(gate_plan(protocol, gate, scope, sd, source, int(x.size), n_declared))
+    return {
+        "protocol": loaded.id,
+        "pilotStore": key,
+        "pilotStages": stages,
+        "pilotReplicates": len(seeds),
+        "targetPower": protocol.analysis.targetPower,
+        "declaredReplicates": n_declared,
+        "gates": [p.as_dict() for p in plans],
+        "note": "Planning, not inference: the pilot SD is uncertain (explore larger values); confirmatory gates use "
+        "alpha / m (first Holm step).",
+    }
+
+
+def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]:
+    """Warnings for `clt protocol freeze`: gates whose declared seeds give less than the declared power."""
+    protocol = loaded.model
+    suite = registries(project.components_file).suite.get(protocol.suite)()
+    cells = len([c for c in suite.cells(protocol) if c is not None]) or 1
+    n_declared = declared_replicates(protocol, cells)
+    pilot: list[RunRecord] | None = None
+    out = []
+    for gate in protocol.gates:
+        if gate.delta is None or gate.test == "report-only":
+            continue
+        sd, source = gate.planningSd, "planningSd"
+        if sd is None:
+            if pilot is None:
+                try:
+                    pilot = _pilot_records(project, loaded, None)[1]
+                except InputError:
+                    pilot = []
+            x = _values(protocol, pilot, gate, "aggregate") if pilot and gate.scope == "aggregate" else np.array([])
+            if x.size < 2:
+                out.append(f"gate {gate.id!r}: declares delta {gate.delta} but no planningSd and no pilot runs; its "
+                           "power is unknown (run a pilot and `clt plan power --protocol <id> --from-pilot`)")
+                continue
+            sd, source = float(x.std(ddof=1)), "pilot runs"
+        plan = gate_plan(protocol, gate, "aggregate", sd, source, 0, n_declared)
+        if plan.powerAtDeclared is not None and plan.powerAtDeclared < protocol.analysis.targetPower:
+            out.append(
+                f"gate {gate.id!r}: {n_declared} replicates give power {plan.powerAtDeclared:.2f} < target "
+                f"{protocol.analysis.targetPower} at delta {gate.delta} (SD {sd:.4g} from {source}); "
+                f"{plan.neededExact} needed (exact t), {plan.neededNormal} (normal approximation)"
+            )
+    return out

@@ -1,0 +1,89 @@
+"""The two model families compared: an affine model of (s_t, a_t) and k-NN on a state window."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from cltoolkit.components import Method
+from cltoolkit.protocol._base import Strict
+from cltoolkit.splits import Standardizer
+from cltoolkit.suites.sessions.data import Rows
+
+__all__ = ["Affine", "KNearest", "KNearestParams", "SessionModel"]
+
+
+class SessionModel(Method):
+    """A next-state model fitted on some rows and scored on others."""
+
+    suite: ClassVar[str] = "sessions"
+
+    def __init__(self, params: Strict | None) -> None:
+        self.params = params
+
+    def fit(self, rows: Rows, train: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def predict(self, rows: Rows, idx: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def preprocessing(self) -> list[Standardizer]:
+        """Learned preprocessing steps (checked to be fitted on training rows only)."""
+        return []
+
+
+class Affine(SessionModel):
+    """s_{t+1} ~ b0 + b1 s_t + b2 a_t by least squares: the true family, without the session constant."""
+
+    summary = "affine least squares on (s_t, a_t)"
+
+    def fit(self, rows: Rows, train: np.ndarray) -> None:
+        x = self._design(rows, train)
+        self.coef, *_ = np.linalg.lstsq(x, rows.target[train], rcond=None)
+
+    def predict(self, rows: Rows, idx: np.ndarray) -> np.ndarray:
+        return self._design(rows, idx) @ self.coef
+
+    @staticmethod
+    def _design(rows: Rows, idx: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.ones(idx.size), rows.window[idx, -1], rows.action[idx]])
+
+
+class KNearestParams(Strict):
+    """k-NN hyperparameters."""
+
+    k: int = Field(ge=1)
+    """Neighbours averaged."""
+    window: int = Field(ge=1)
+    """States in the feature window (s_{t-window+1} .. s_t); the current action is always a feature."""
+
+
+class KNearest(SessionModel):
+    """Mean target of the k nearest training rows in standardized (state window, a_t) space (Euclidean)."""
+
+    Params = KNearestParams
+    summary = "k-NN on a state window and the current action"
+
+    def _features(self, rows: Rows) -> np.ndarray:
+        assert isinstance(self.params, KNearestParams)
+        return np.column_stack([rows.window[:, -self.params.window :], rows.action])
+
+    def fit(self, rows: Rows, train: np.ndarray) -> None:
+        from scipy.spatial import cKDTree
+
+        assert isinstance(self.params, KNearestParams)
+        feats = self._features(rows)
+        self.scaler = Standardizer("k-NN feature standardization").fit(feats, train)
+        self.tree = cKDTree(self.scaler.transform(feats[train]))
+        self.targets = rows.target[train]
+
+    def predict(self, rows: Rows, idx: np.ndarray) -> np.ndarray:
+        assert isinstance(self.params, KNearestParams)
+        _, nn = self.tree.query(self.scaler.transform(self._features(rows)[idx]), k=self.params.k)
+        nn = nn.reshape(idx.size, -1)
+        return self.targets[nn].mean(axis=1)
+
+    def preprocessing(self) -> list[Standardizer]:
+        return [self.scaler]
