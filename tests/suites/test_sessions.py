@@ -1,0 +1,154 @@
+"""The sessions suite (seed 003's executable example): the simulator, paired rows, the three estimands, and the
+workflow pilot -> plan -> freeze (power warning) -> run -> report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cltoolkit.errors import ValidationFailed
+from cltoolkit.protocol import load_protocol
+from cltoolkit.protocol.validate import validate_document
+from cltoolkit.run.spec import RunSpec
+from cltoolkit.suites.sessions.data import simulate
+from cltoolkit.suites.sessions.methods import Affine, KNearest, KNearestParams
+from cltoolkit.suites.sessions.models import SessionsProtocol
+from cltoolkit.suites.sessions.suite import SessionsSuite
+from tests.conftest import REPO, read
+
+PROTOCOL = load_protocol(REPO / "protocols" / "sessions-v1.json").model
+assert isinstance(PROTOCOL, SessionsProtocol)
+
+
+def _spec(comparison: str, seed: int) -> RunSpec:
+    method = PROTOCOL.comparison(comparison).method
+    return RunSpec("sessions-v1", "sha256:" + "0" * 64, True, "main", comparison, method, seed)
+
+
+def test_simulator_follows_the_declared_dynamics() -> None:
+    rows = simulate(PROTOCOL, PROTOCOL.cohort("main"), np.random.default_rng(0))
+    s = PROTOCOL.system
+    resid = rows.target - s.stateCoef * rows.window[:, -1] - s.actionCoef * rows.action - rows.effects[rows.session]
+    assert abs(resid.std() - s.noiseSd) < 0.1 * s.noiseSd  # what is left is the process noise
+    assert abs(resid.mean()) < 0.002
+    assert len(rows) == 40 * (PROTOCOL.sessionLength - PROTOCOL.featureWindow + 1)
+    # window columns are consecutive states of the same session
+    same = rows.t[1:] == rows.t[:-1] + 1
+    assert np.allclose(rows.window[1:, 0][same], rows.window[:-1, 1][same])
+    assert abs(rows.effects.std() - 0.12) < 0.05
+    shifted = simulate(PROTOCOL, PROTOCOL.cohort("shifted"), np.random.default_rng(0))
+    assert shifted.effects.mean() - rows.effects.mean() == pytest.approx(0.25, abs=1e-12)  # same draws, moved
+
+
+def test_affine_recovers_the_shared_coefficients_without_session_constants() -> None:
+    doc = json.loads((REPO / "protocols" / "sessions-v1.json").read_text())
+    doc["cohorts"][0]["sessionEffectSd"] = 0.0
+    proto, _ = validate_document(doc, "test")
+    assert isinstance(proto, SessionsProtocol)
+    rows = simulate(proto, proto.cohort("main"), np.random.default_rng(1))
+    model = Affine(None)
+    model.fit(rows, np.arange(len(rows)))
+    assert model.coef == pytest.approx([0.0, 0.9, 0.35], abs=0.01)
+
+
+def test_knn_standardization_is_fitted_on_training_rows_only() -> None:
+    rows = simulate(PROTOCOL, PROTOCOL.cohort("main"), np.random.default_rng(2))
+    model = KNearest(KNearestParams(k=3, window=3))
+    train = np.arange(500)
+    model.fit(rows, train)
+    (scaler,) = model.preprocessing()
+    scaler.check(train)
+    assert np.array_equal(scaler.fitted_rows, train)
+    assert model.predict(rows, np.arange(500, 510)).shape == (10,)
+
+
+def test_both_methods_see_identical_data_and_rows(tmp_path: Path) -> None:
+    suite = SessionsSuite()
+    a = suite.execute(PROTOCOL, _spec("affine", 7), tmp_path).metrics
+    k = suite.execute(PROTOCOL, _spec("knn", 7), tmp_path).metrics
+    assert a["sessionEffects"] == k["sessionEffects"]
+    for set_id in ("new-sessions", "random-transitions", "shifted-cohort"):
+        assert a["evaluations"][set_id]["manifest"]["sha256"] == k["evaluations"][set_id]["manifest"]["sha256"]
+    grouped = a["evaluations"]["new-sessions"]["manifest"]
+    assert set(grouped["train"]).isdisjoint(grouped["test"])
+    assert grouped["independentUnits"] == {"train": 28, "test": 12}
+    assert grouped["rows"]["test"] == 12 * 48
+    rand = a["evaluations"]["random-transitions"]["manifest"]
+    assert rand["unit"] == "row" and rand["independentUnits"]["test"] == 40  # every session on both sides
+    other = suite.execute(PROTOCOL, _spec("affine", 8), tmp_path).metrics
+    assert other["evaluations"]["new-sessions"]["manifest"]["sha256"] != grouped["sha256"]
+
+
+def test_check_requires_the_right_held_out_unit() -> None:
+    doc = json.loads((REPO / "protocols" / "sessions-v1.json").read_text())
+    doc["evaluationSets"][1]["heldOutUnit"] = "session"
+    with pytest.raises(ValidationFailed) as info:
+        validate_document(doc, "p.json")
+    assert "p.json: /splits/randomSet: evaluation set 'random-transitions' must hold out 'transition'" in str(info.value)
+
+
+def test_claim_on_a_unit_not_held_out_warns() -> None:
+    doc = json.loads((REPO / "protocols" / "sessions-v1.json").read_text())
+    doc["claims"].append({"id": "new-robot", "text": "Transfers to a new arm.", "heldOutUnit": "robot"})
+    _, warnings = validate_document(doc, "p.json")
+    assert warnings == [
+        "p.json: /claims/2/heldOutUnit: claim 'new-robot' generalizes over 'robot', which no evaluation set holds "
+        "out (held out: session, transition)"
+    ]
+    doc["claims"][2]["heldOutUnit"] = "Sessions"  # case and plural do not matter
+    assert validate_document(doc, "p.json")[1] == []
+
+
+def test_gate_direction_against_metric_warns() -> None:
+    doc = json.loads((REPO / "protocols" / "sessions-v1.json").read_text())
+    doc["gates"][0]["comparator"] = ">"
+    _, warnings = validate_document(doc, "p.json")
+    assert any("/gates/0/comparator" in w and "better when lower" in w for w in warnings)
+
+
+def test_workflow_pilot_plan_freeze_run_report(project, cli) -> None:  # type: ignore[no-untyped-def]
+    # a pilot stage is run with --pilot only
+    refused = cli("run", "--protocol", "sessions-v1", "--stage", "pilot")
+    assert refused.exit_code == 1 and "draft" in refused.output
+    out = cli("run", "--protocol", "sessions-v1", "--pilot", "--stage", "pilot", "--workers", "2")
+    assert out.exit_code == 0, out.output
+    plan = json.loads(cli("plan", "power", "--protocol", "sessions-v1", "--from-pilot", "--json").output)
+    gate = next(g for g in plan["gates"] if g["gate"] == "affine-below-knn-new-sessions")
+    assert gate["pilotReplicates"] == 6 and gate["sd"] > 0 and gate["declaredReplicates"] == 12
+    assert gate["neededExact"] >= gate["neededNormal"] - 2 and 0 < gate["powerAtDeclared"] < 1
+    # freeze warns when the declared seeds give less than the declared power (delta 0.005 is small)
+    frozen = cli("protocol", "freeze", "sessions-v1")
+    assert frozen.exit_code == 0, frozen.output
+    assert f"{plan['declaredReplicates']} replicates give power" in frozen.output
+    out = cli("run", "--protocol", "sessions-v1", "--workers", "2")
+    assert out.exit_code == 0, out.output
+    assert cli("report", "--protocol", "sessions-v1", "--stage", "pilot").exit_code == 1
+    rep = cli("report", "--protocol", "sessions-v1", "--json")
+    assert rep.exit_code == 0, rep.output
+    results = json.loads(rep.output)
+    assert results["runs"]["completed"] == 24 and results["runs"]["planned"] == 24
+    gates = {g["id"]: g for g in results["gates"]}
+    primary = gates["affine-below-knn-new-sessions"]
+    assert primary["heldOutUnit"] == "session" and primary["oodAxis"] == []
+    assert gates["random-split-contrast"]["heldOutUnit"] == "transition"
+    assert gates["shifted-cohort-contrast"]["oodAxis"]
+    assert primary["decision"] in ("pass", "fail") and primary["n"] == 12
+    # lower is better: the interval is an upper bound on affine - knn
+    assert primary["interval"][0] is None and primary["interval"][1] is not None
+    sets = {s["id"]: s for s in results["summaries"]["evaluationSets"]}
+    assert set(sets) == {"new-sessions", "random-transitions", "shifted-cohort"}
+    for s in sets.values():
+        assert s["contrast"]["identicalRows"] and s["contrast"]["n"] == 12
+        assert s["contrast"]["permutationExact"] and s["contrast"]["permutationP"] >= 2 / 2**12
+    md = (project.root / "reports" / "sessions-v1" / "report.md").read_text()
+    assert "| Random transition split | transition |" in md and "within-session interpolation" in md
+    assert read(project.root / "protocols" / "sessions-v1.json")["status"]["stage"] == "reported"
+
+
+def test_official_run_of_pilot_stage_refused(project, cli) -> None:  # type: ignore[no-untyped-def]
+    assert cli("protocol", "freeze", "sessions-v1").exit_code == 0
+    out = cli("run", "--protocol", "sessions-v1", "--stage", "pilot")
+    assert out.exit_code == 1 and "is a pilot stage; run it with --pilot" in out.output
