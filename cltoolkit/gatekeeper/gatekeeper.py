@@ -34,7 +34,9 @@ from cltoolkit.run.store import RunStore
 
 __all__ = ["ReportOutcome", "check_budgets", "gatekeep", "report_protocol"]
 
-LEDGER_QUANTITIES = ("environmentSteps", "frames", "gradientUpdates", "replayUpdates", "replaySamples", "modelQueries")
+LEDGER_QUANTITIES = (
+    "environmentSteps", "frames", "evaluationSteps", "gradientUpdates", "replayUpdates", "replaySamples", "modelQueries"
+)
 
 
 @dataclass
@@ -126,7 +128,10 @@ def _hypotheses(
                     values = np.array([mv[k] for k in keys])
                 if values is not None and values.size < 2:
                     reason, values = f"needs at least 2 replicates, has {values.size}", None
-            out.append(Hypothesis(gate, scope, values if not reason else None, reason))
+            hyp = Hypothesis(gate, scope, values if not reason else None, reason)
+            if values is not None and not reason:
+                hyp.keys = list(keys)
+            out.append(hyp)
     return out
 
 
@@ -185,7 +190,9 @@ def gatekeep(
         perRun=[_per_run(p, by_id.get(p.run_id), states[p.run_id], excluded.get(p.run_id), protocol) for p in points],
         summaries=json.loads(json.dumps(summaries, allow_nan=False)),
         exclusions=exclusions,
-        resourceCosts=_costs(completed, [by_id[p.run_id] for p in points if p.run_id in by_id]),
+        resourceCosts=_costs(
+            completed, [by_id[p.run_id] for p in points if p.run_id in by_id], sum(1 for v in states.values() if v == "missing")
+        ),
         toolkitVersions=versions,
         reports=[],
     )
@@ -222,20 +229,37 @@ def _per_run(p: GridPoint, rec: RunRecord | None, state: str, rule: str | None, 
             "status": state, "excludedBy": rule, "scores": scores}
 
 
-def _costs(completed: list[RunRecord], attempted: list[RunRecord]) -> dict[str, Any]:
+def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int = 0) -> dict[str, Any]:
+    """Compute accounting: analytical counts (ledgers), measured times, and estimates, kept apart."""
     per: dict[str, dict[str, float]] = {}
+    seconds: dict[str, float] = {}
     for rec in completed:
         row = per.setdefault(rec.spec.comparison, dict.fromkeys(LEDGER_QUANTITIES, 0.0))
         for q in LEDGER_QUANTITIES:
             row[q] += _ledger(rec, q)
+    for rec in attempted:
+        seconds[rec.spec.comparison] = round(seconds.get(rec.spec.comparison, 0.0) + rec.provenance.wallClockSeconds, 3)
+    mean_s = float(np.mean([r.provenance.wallClockSeconds for r in completed])) if completed else None
+    estimates: dict[str, Any] = {"note": "none (every planned run has a record)"}
+    if missing and mean_s is not None:
+        estimates = {
+            "missingRuns": missing,
+            "wallClockSeconds": round(missing * mean_s, 1),
+            "note": f"about {missing * mean_s:.0f} s of wall-clock for the {missing} missing run(s), extrapolated from the "
+            "mean of completed runs (an estimate, not a measurement)",
+        }
     return {
         "analytical": {"note": "counted by the drivers (ledgers), summed over completed runs", "perComparison": per},
         "measured": {
             "note": "wall-clock of every attempted run, including failed ones",
             "wallClockSeconds": round(sum(r.provenance.wallClockSeconds for r in attempted), 3),
+            "perComparisonSeconds": seconds,
             "platforms": sorted({r.provenance.platform for r in attempted}),
+            "hardware": sorted({r.provenance.hardware for r in attempted if r.provenance.hardware}),
             "devices": sorted({r.provenance.device for r in attempted}),
+            "precision": sorted({r.provenance.precision for r in attempted if r.provenance.precision}),
         },
+        "estimates": estimates,
     }
 
 

@@ -34,6 +34,7 @@ class Hypothesis:
     perm_p: float | None = None
     wilcoxon: float | None = None
     decision: str = "not-evaluable"
+    keys: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -142,6 +143,7 @@ def _gate_result(g: Gate, hyps: list[Hypothesis]) -> GateResult:
             wilcoxonP=h.wilcoxon,
             decision=h.decision,  # type: ignore[arg-type]
             reason=h.reason,
+            replicates=dict(zip(h.keys, map(float, h.values), strict=True)) if h.values is not None and h.keys else {},
         )
         for h in hyps
     ]

@@ -56,6 +56,8 @@ class HypothesisResult(Strict):
     """Decision on this hypothesis."""
     reason: str = ""
     """Why it is not evaluable, or what the decision rests on."""
+    replicates: dict[str, float] = Field(default_factory=dict)
+    """The per-replicate values tested (paired differences for paired gates), by replicate key."""
 
 
 class GateResult(Strict):

@@ -49,13 +49,16 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         "",
     ]
     held_out = "; ".join(f"{c.id}: {c.heldOutUnit}" for c in p.claims) or "-"
-    lines += ["## Gates", "", f"Held-out units: {held_out}. Multiplicity: {p.analysis.multiplicity} at alpha {p.analysis.alpha}.", ""]
+    lines += ["## Gates", "", f"Claims and their held-out units: {held_out}. Multiplicity: {p.analysis.multiplicity} at alpha "
+              f"{p.analysis.alpha}; declared aggregate: {p.analysis.aggregate}.", ""]
     if r.gates:
-        lines += ["| gate | test | scope | n | estimate | interval | p | p adj. | permutation p | decision |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| gate | held-out unit | OOD axis | test | scope | n | estimate | interval | p | p adj. | permutation p | decision |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for g in r.gates:
+            axis = ", ".join(g.oodAxis) or ("none (same population)" if g.heldOutUnit else "-")
             for h in g.hypotheses:
                 lines.append(
-                    f"| {g.id} | {g.test} | {h.scope} | {h.n} | {_fmt(h.estimate)} | {_fmt(h.interval)} | {_fmt(h.pValue)} | "
+                    f"| {g.id} | {g.heldOutUnit or '-'} | {axis} | {g.test} | {h.scope} | {h.n} | {_fmt(h.estimate)} | {_fmt(h.interval)} | {_fmt(h.pValue)} | "
                     f"{_fmt(h.pAdjusted)} | {_fmt(h.permutationP)} | **{h.decision}**{' (' + h.reason + ')' if h.reason else ''} |"
                 )
         lines += ["", *[f"- {g.id}: {g.label} -> **{g.decision}**; {g.wording}" for g in r.gates], ""]
@@ -81,17 +84,61 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         f"- Artifacts: protocol `{p.id}` at `{r.protocolSha256}`; toolkit {', '.join(r.toolkitVersions) or '-'}; "
         f"git commits {', '.join(sorted({str(x.provenance.gitCommit)[:12] + ('+dirty' if x.provenance.gitDirty else '') for x in records})) or '-'}.",
         f"- Seeds and stages: {'; '.join(f'{s.id}: seeds {s.seeds} orders {s.orders or [None]}' for s in p.seeds.stages)}.",
-        f"- Split manifests: {', '.join(f'{k} [{v.start}, {v.stop})' for k, v in p.seeds.splits.items()) or 'none declared'}.",
+        f"- Generator seed ranges: {', '.join(f'{k} [{v.start}, {v.stop})' for k, v in p.seeds.splits.items()) or 'none declared'}.",
+        *_split_lines(records),
         f"- Budget declared: {p.budget.fairness or '-'}",
         f"- Search record: hyperparameters as declared in the protocol's comparisons; {len(p.comparisons)} comparison(s).",
         f"- Exclusions: {len(r.exclusions) and 'see above' or 'none'}; every planned run is listed above.",
-        f"- Compute (analytical, from ledgers): {costs.get('analytical', {}).get('perComparison')}",
-        f"- Compute (measured): wall-clock {costs.get('measured', {}).get('wallClockSeconds')} s on {costs.get('measured', {}).get('platforms')}.",
+        "- Compute: see the table below (measured, analytical counts and estimates kept apart).",
         f"- Disclosures declared: {'; '.join(p.disclosures) or '-'}.",
         f"- Outside scope: {'; '.join(p.outsideScope) or '-'}.",
         "",
+        *_compute_lines(costs),
     ]
     return "\n".join(lines)
+
+
+def _split_lines(records: Sequence[RunRecord]) -> list[str]:
+    """Realized split manifests per evaluation set: hashes, rows and independent units (apart)."""
+    sets: dict[str, list[Any]] = {}
+    for rec in records:
+        for set_id, man in rec.splits.items():
+            sets.setdefault(set_id, []).append(man)
+    if not sets:
+        return ["- Split manifests: none recorded by the runs."]
+    out = ["- Split manifests (recorded in every run record; rows and independent units counted apart):"]
+    for set_id, mans in sorted(sets.items()):
+        def span(key: str, side: str, mans: list[Any] = mans) -> str:
+            vals = sorted({m[key][side] for m in mans})
+            return str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
+
+        out.append(
+            f"  - `{set_id}`: {mans[0]['kind']} split by {mans[0]['unit']}; {len({m['sha256'] for m in mans})} distinct "
+            f"manifest(s) over {len(mans)} runs; rows train {span('rows', 'train')} / test {span('rows', 'test')}; "
+            f"independent units train {span('independentUnits', 'train')} / test {span('independentUnits', 'test')}"
+        )
+    return out
+
+
+def _compute_lines(costs: dict[str, Any]) -> list[str]:
+    """The compute table: measured times, analytical counts and estimates, never mixed."""
+    measured, analytical = costs.get("measured", {}), costs.get("analytical", {})
+    per = analytical.get("perComparison", {})
+    quantities = [q for q in ("environmentSteps", "frames", "evaluationSteps", "modelQueries", "gradientUpdates", "replayUpdates", "replaySamples")
+                  if any(row.get(q) for row in per.values())]
+    lines = ["## Compute accounting", "", "**Measured** (wall-clock of every attempted run, failed ones included): "
+             f"{measured.get('wallClockSeconds')} s in total; per comparison "
+             + ", ".join(f"{k} {v} s" for k, v in measured.get("perComparisonSeconds", {}).items())
+             + f"; hardware {', '.join(measured.get('hardware', [])) or '-'}; devices {', '.join(measured.get('devices', [])) or '-'}; "
+             f"precision {', '.join(measured.get('precision', [])) or 'not recorded'}.", ""]
+    if quantities:
+        lines += ["**Analytical counts** (from the drivers' ledgers, summed over completed runs):", "",
+                  "| comparison | " + " | ".join(quantities) + " |", "|---|" + "---|" * len(quantities)]
+        lines += [f"| {c} | " + " | ".join(f"{row.get(q, 0):.0f}" for q in quantities) + " |" for c, row in per.items()]
+        lines.append("")
+    est = costs.get("estimates", {})
+    lines += [f"**Estimates**: {est.get('note', 'none')}", ""]
+    return lines
 
 
 def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
@@ -101,22 +148,71 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
     import matplotlib.pyplot as plt
 
     figs: list[tuple[str, Any]] = []
-    hyps = [(g, h) for g in results.gates for h in g.hypotheses if h.interval is not None and h.estimate is not None]
+    hyps = [(g, h) for g in results.gates for h in g.hypotheses if h.interval is not None and h.estimate is not None][:24]
     if hyps:
-        fig, ax = plt.subplots(figsize=(7, 0.5 + 0.4 * len(hyps)))
-        for i, (g, h) in enumerate(hyps):
+        import numpy as np
+
+        gates = {g.id: g for g in loaded.model.gates}
+        fig, axes = plt.subplots(len(hyps), 1, figsize=(7, 0.3 + 0.75 * len(hyps)), squeeze=False)
+        for ax, (g, h) in zip(axes[:, 0], hyps, strict=True):
+            vals = np.array(list(h.replicates.values()))
+            if vals.size:
+                ax.plot(vals, np.linspace(-0.25, 0.25, vals.size), "o", ms=3, color="grey", alpha=0.6)
             lo, hi = h.interval  # type: ignore[misc]
-            lo = lo if lo is not None else h.estimate
-            hi = hi if hi is not None else h.estimate
-            ax.plot([lo, hi], [i, i], color="C0")
-            ax.plot([h.estimate], [i], "o", color="C1" if h.decision == "pass" else "C3")
-        ax.set_yticks(range(len(hyps)), [f"{g.id}/{h.scope}" for g, h in hyps], fontsize=7)
-        ax.set_title("Gate estimates with simultaneous bounds (one-sided bounds drawn to the estimate)")
-        figs.append(("Gate intervals", fig))
+            ax.plot([lo if lo is not None else h.estimate, hi if hi is not None else h.estimate], [0, 0], color="C0", lw=3)
+            ax.plot([h.estimate], [0], "D", color="C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k")
+            gate = gates.get(g.id)
+            bound = gate.threshold if gate and gate.threshold is not None else (
+                (-1 if gate.lower_is_better else 1) * gate.margin if gate and gate.margin is not None and gate.test != "equivalence-tost" else None
+            ) if gate else None
+            if bound is not None:
+                ax.axvline(bound, color="k", lw=0.8, ls="--")
+            ax.set_yticks([0], [f"{g.id}/{h.scope}"], fontsize=7)
+            ax.set_ylim(-0.5, 0.5)
+        axes[0, 0].set_title("Gates: per-replicate values (points), estimate (diamond), interval (bar), threshold (dashed)", fontsize=8)
+        fig.tight_layout()
+        figs.append(("Gate intervals with per-replicate values", fig))
+    figs += _profiles(loaded, results)
     suite = registries().suite.get(loaded.model.suite)
     if suite.analysis:
         analysis = registries().analysis.get(suite.analysis)()
         figs += analysis.figures(loaded.model, [r for r in records if r.status.state == "completed"], dict(results.summaries))
+    return figs
+
+
+def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]:
+    """Performance profiles of every gate metric over runs, with the threshold convention on the axis."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from cltoolkit.stats import performance_profile
+
+    regs = registries()
+    figs = []
+    for decl in loaded.model.metrics:
+        if decl.kind != "gate" or decl.id not in regs.metric:
+            continue
+        higher = regs.metric.get(decl.id).higher_is_better
+        by_comp: dict[str, list[float]] = {}
+        for run in results.perRun:
+            value = run.scores.get(decl.id)
+            if isinstance(value, (int, float)) and run.status == "completed":
+                by_comp.setdefault(run.comparison, []).append(float(value))
+        if not by_comp:
+            continue
+        allv = np.concatenate([np.asarray(v) for v in by_comp.values()])
+        taus = np.linspace(allv.min(), allv.max(), 200)
+        fig, ax = plt.subplots(figsize=(6, 3))
+        for comp, vals in by_comp.items():
+            x = np.asarray(vals) if higher else -np.asarray(vals)
+            ax.step(taus, performance_profile(x, taus if higher else -taus), where="post", label=f"{comp} (n={len(vals)})")
+        sign = ">" if higher else "<"
+        ax.set_xlabel(f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)", fontsize=7)
+        ax.set_ylabel("fraction of runs")
+        ax.set_title(f"Performance profile: {decl.label}", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        figs.append((f"Performance profile: {decl.id}", fig))
     return figs
 
 

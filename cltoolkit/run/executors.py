@@ -64,7 +64,8 @@ def _attempt(spec: RunSpec, job_file: Path, timeout_s: float | None) -> tuple[st
     if code == 0 and out.exists():
         data = json.loads(out.read_text())
         output = RunOutput(
-            data["metrics"], data["budget"], data.get("reused", []), data.get("device", "cpu"), data.get("precision")
+            data["metrics"], data["budget"], data.get("reused", []), data.get("device", "cpu"), data.get("precision"),
+            data.get("splits", {}),
         )
         return "completed", "", output, data.get("torchThreads")
     err = spec.run_dir / "error.json"

@@ -146,6 +146,9 @@ class RunRecord(Strict):
     """Raw per-phase / per-task values and curves (suite-defined); empty unless completed."""
     reused: list[str] = Field(default_factory=list)
     """Content hashes of shared stages this run reused instead of recomputing."""
+    splits: dict[str, JsonValue] = Field(default_factory=dict)
+    """Realized split manifests by evaluation set: kind, unit, train / test lists, their hash, row counts and
+    independent-unit counts (see `cltoolkit.splits.SplitManifest`)."""
     provenance: Provenance
     """Provenance."""
 

@@ -111,6 +111,7 @@ def _record(spec: RunSpec, result: ExecutionResult, started: datetime.datetime, 
             "budget": output.budget if output else {},
             "metrics": output.metrics if output else {},
             "reused": output.reused if output else [],
+            "splits": output.splits if output else {},
             "provenance": {
                 "toolkitVersion": provenance.toolkit_version(),
                 "gitCommit": commit,

@@ -84,6 +84,7 @@ class RunOutput:
     reused: list[str] = field(default_factory=list)
     device: str = "cpu"
     precision: str | None = None
+    splits: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

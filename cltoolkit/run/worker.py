@@ -51,6 +51,7 @@ def main(job_path: str) -> int:
                 "reused": output.reused,
                 "device": output.device,
                 "precision": output.precision,
+                "splits": output.splits,
                 "torchThreads": _torch_threads(threads),
             },
         )

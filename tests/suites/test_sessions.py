@@ -67,19 +67,21 @@ def test_knn_standardization_is_fitted_on_training_rows_only() -> None:
 
 def test_both_methods_see_identical_data_and_rows(tmp_path: Path) -> None:
     suite = SessionsSuite()
-    a = suite.execute(PROTOCOL, _spec("affine", 7), tmp_path).metrics
-    k = suite.execute(PROTOCOL, _spec("knn", 7), tmp_path).metrics
-    assert a["sessionEffects"] == k["sessionEffects"]
-    for set_id in ("new-sessions", "random-transitions", "shifted-cohort"):
-        assert a["evaluations"][set_id]["manifest"]["sha256"] == k["evaluations"][set_id]["manifest"]["sha256"]
-    grouped = a["evaluations"]["new-sessions"]["manifest"]
+    a = suite.execute(PROTOCOL, _spec("affine", 7), tmp_path)
+    k = suite.execute(PROTOCOL, _spec("knn", 7), tmp_path)
+    assert a.metrics["sessionEffects"] == k.metrics["sessionEffects"]
+    assert set(a.splits) == {"new-sessions", "random-transitions", "shifted-cohort"}
+    for set_id in a.splits:
+        assert a.splits[set_id] == k.splits[set_id]
+        assert a.metrics["evaluations"][set_id]["manifestSha256"] == a.splits[set_id]["sha256"]
+    grouped = a.splits["new-sessions"]
     assert set(grouped["train"]).isdisjoint(grouped["test"])
     assert grouped["independentUnits"] == {"train": 28, "test": 12}
     assert grouped["rows"]["test"] == 12 * 48
-    rand = a["evaluations"]["random-transitions"]["manifest"]
+    rand = a.splits["random-transitions"]
     assert rand["unit"] == "row" and rand["independentUnits"]["test"] == 40  # every session on both sides
-    other = suite.execute(PROTOCOL, _spec("affine", 8), tmp_path).metrics
-    assert other["evaluations"]["new-sessions"]["manifest"]["sha256"] != grouped["sha256"]
+    other = suite.execute(PROTOCOL, _spec("affine", 8), tmp_path)
+    assert other.splits["new-sessions"]["sha256"] != grouped["sha256"]
 
 
 def test_check_requires_the_right_held_out_unit() -> None:

@@ -51,7 +51,7 @@ class SessionsAnalysis(Analysis):
             metric = next((m.id for m in protocol.metrics if m.evaluationSet == es.id), None)
             if metric is None:
                 continue
-            details = [r.metrics["evaluations"][es.id] for r in records if isinstance(r.metrics.get("evaluations"), dict)]  # type: ignore[index,call-overload]
+            manifests = [r.splits[es.id] for r in records if es.id in r.splits]
             per_method = {}
             for comp in protocol.comparisons:
                 vals = _metric_values(records, metric, comp.id)
@@ -70,8 +70,8 @@ class SessionsAnalysis(Analysis):
                 "id": es.id, "label": es.label, "heldOutUnit": es.heldOutUnit, "varies": list(es.varies),
                 "estimand": es.estimand, "metric": metric, "perMethod": per_method,
             }
-            if details:
-                man = [d["manifest"] for d in details]
+            if manifests:
+                man: list[Any] = manifests
                 row["rows"] = {"test": sorted({m["rows"]["test"] for m in man}), "train": sorted({m["rows"]["train"] for m in man})}
                 row["independentUnits"] = {
                     "test": sorted({m["independentUnits"]["test"] for m in man}),
@@ -104,7 +104,7 @@ class SessionsAnalysis(Analysis):
         for rec in records:
             if rec.spec.comparison in (a, b) and isinstance(rec.metrics.get("evaluations"), dict):
                 key = replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)
-                hashes.setdefault(key, set()).add(rec.metrics["evaluations"][set_id]["manifest"]["sha256"])  # type: ignore[index,call-overload]
+                hashes.setdefault(key, set()).add(rec.metrics["evaluations"][set_id]["manifestSha256"])  # type: ignore[index,call-overload]
         out: dict[str, Any] = {
             "method": a, "reference": b, "differences": {k: va[k] - vb[k] for k in keys},
             "identicalRows": all(len(hashes.get(k, ())) == 1 for k in keys),

@@ -93,6 +93,7 @@ class SessionsSuite(Suite):
         grouped_model = method(params)
         random_model = method(params)
         evaluations: dict[str, Any] = {}
+        splits: dict[str, Any] = {}
         metrics: dict[str, Any] = {}
         queries = 0
         for set_id, model, train, rows, test, manifest in (
@@ -105,12 +106,15 @@ class SessionsSuite(Suite):
                 for step in model.preprocessing():
                     step.check(train)  # learned preprocessing saw training rows only
             evaluations[set_id] = _score(model, rows, test, manifest)
+            splits[set_id] = manifest.as_dict()
             metrics[measured[set_id]] = evaluations[set_id]["mae"]
             queries += int(test.size)
         metrics["evaluations"] = evaluations
         metrics["sessionEffects"] = {"main": main.effects.round(6).tolist(), "shifted": shifted.effects.round(6).tolist()}
         steps = protocol.sessionLength * sum(c.sessions for c in protocol.cohorts)
-        return RunOutput(metrics=metrics, budget={"environmentSteps": steps, "modelQueries": queries}, precision="float64")
+        return RunOutput(
+            metrics=metrics, budget={"environmentSteps": steps, "modelQueries": queries}, precision="float64", splits=splits
+        )
 
 
 def _score(model: SessionModel, rows: Rows, test: np.ndarray, manifest: SplitManifest) -> dict[str, Any]:
@@ -121,7 +125,7 @@ def _score(model: SessionModel, rows: Rows, test: np.ndarray, manifest: SplitMan
     per_session = {str(j): round(float(err[sessions == j].mean()), 8) for j in np.unique(sessions)}
     return {
         "mae": float(err.mean()),
-        "manifest": manifest.as_dict(),
+        "manifestSha256": manifest.sha256,
         "testSessions": len(per_session),
         "perSessionMae": per_session,
     }
