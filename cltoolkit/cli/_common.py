@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import functools
 import json
 import sys
@@ -21,6 +24,8 @@ _ROOT: dict[str, str | None] = {"root": None}
 
 def set_root(root: str | None) -> None:
     _ROOT["root"] = root
+    if root is not None:  # registries, workers and plugins find the project the same way
+        os.environ["CLT_ROOT"] = str(Path(root).resolve())
 
 
 def project() -> Project:

@@ -18,11 +18,14 @@ def register(app: typer.Typer) -> None:
         stage: Annotated[str | None, typer.Option("--stage")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Compute without writing anything.")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the results block.")] = False,
+        aggregate: Annotated[
+            str | None, typer.Option("--aggregate", help="Must equal the protocol's declared aggregate (refused otherwise).")
+        ] = None,
     ) -> None:
         """Refuse unearned results; otherwise write `results` and `status` and reports/<id>/report.{md,html}."""
         from cltoolkit.gatekeeper.gatekeeper import report_protocol
 
-        out = report_protocol(project(), protocol, stage=stage, dry_run=dry_run)
+        out = report_protocol(project(), protocol, stage=stage, dry_run=dry_run, aggregate=aggregate)
         if json_out:
             print_json(out.results.model_dump(mode="json"))
             return

@@ -15,6 +15,7 @@ from cltoolkit import __version__
 from cltoolkit._io import atomic_write_text, dump_json
 from cltoolkit.errors import Refusal
 from cltoolkit.gatekeeper.checks import (
+    check_declared_aggregate,
     check_no_duplicates,
     check_no_foreign_hash,
     check_no_pilot,
@@ -25,7 +26,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
-from cltoolkit.protocol.results import BudgetCheck, GateResult, Results
+from cltoolkit.protocol.results import BudgetCheck, GateResult, Results, RunSummary
 from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
 from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
@@ -59,10 +60,13 @@ def _ledger(record: RunRecord, quantity: str) -> float:
 def check_budgets(protocol: ProtocolBase, records: Sequence[RunRecord]) -> list[BudgetCheck]:
     """Each declared fairness clause, from the ledgers of completed runs."""
     checks = []
+    by_comp: dict[str, list[RunRecord]] = {}
+    for rec in records:
+        by_comp.setdefault(rec.spec.comparison, []).append(rec)
     for clause in protocol.budget.match:
         values: dict[str, float | None] = {}
         for comp in clause.across:
-            vals = [_ledger(r, clause.quantity) for r in records if r.spec.comparison == comp]
+            vals = [_ledger(r, clause.quantity) for r in by_comp.get(comp, [])]
             values[comp] = float(np.mean(vals)) if vals else None
         known = [v for v in values.values() if v is not None]
         if len(known) < 2:
@@ -91,10 +95,16 @@ def _hypotheses(
     suite = regs.suite.get(protocol.suite)
     analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
     out = []
+    points_of: dict[str, list[GridPoint]] = {}
+    for point in points:
+        points_of.setdefault(point.comparison, []).append(point)
+    records_of: dict[str, list[RunRecord]] = {}
+    for rec in usable:
+        records_of.setdefault(rec.spec.comparison, []).append(rec)
     for gate in protocol.gates:
         scopes = tasks if gate.scope == "each-task" else ["aggregate"]
         comps = [gate.method] + ([gate.reference] if gate.reference else [])
-        planned = {c: [p for p in points if p.comparison == c] for c in comps}
+        planned = {c: points_of.get(c, []) for c in comps}
         missing = {c: [p.run_id for p in ps if p.run_id not in ok_ids] for c, ps in planned.items()}
         broken = [b for b in budgets if not b.ok and gate.reference and set(comps) <= set(b.across)]
         for scope in scopes:
@@ -111,13 +121,15 @@ def _hypotheses(
                 reason = f"suite {protocol.suite!r} has no analysis"
             values = None
             if not reason and analysis is not None:
-                mv = analysis.replicates(protocol, usable, gate.metric, gate.method, scope).get(scope, {})
+                mv = analysis.replicates(protocol, records_of.get(gate.method, []), gate.metric, gate.method, scope).get(scope, {})
                 def kept(comp: str) -> set[str]:
                     return {replicate_key(p.seed, p.order, p.cell) for p in planned[comp] if p.run_id not in excluded}
 
                 keys = sorted(kept(gate.method) & kept(gate.reference) if gate.reference else kept(gate.method))
                 if gate.reference:
-                    rv = analysis.replicates(protocol, usable, gate.metric, gate.reference, scope).get(scope, {})
+                    rv = analysis.replicates(
+                        protocol, records_of.get(gate.reference, []), gate.metric, gate.reference, scope
+                    ).get(scope, {})
                     if not all(k in mv and k in rv for k in keys):
                         reason = "the analysis has no value for some replicates"
                     else:
@@ -136,13 +148,14 @@ def _hypotheses(
 
 
 def gatekeep(
-    project: Project, ref: str, *, stage: str | None = None, runs_dir: Path | None = None
+    project: Project, ref: str, *, stage: str | None = None, runs_dir: Path | None = None, aggregate: str | None = None
 ) -> tuple[LoadedProtocol, Results, list[RunRecord]]:
     """Apply every refusal rule and compute the results block (writes nothing)."""
     regs = registries(project.components_file)
     loaded = load_protocol(project.resolve_protocol(ref), regs)
     lock = require_frozen(project, loaded)
     protocol = loaded.model
+    check_declared_aggregate(protocol, aggregate, loaded.id)
     store = RunStore(runs_dir or project.runs_dir, loaded.id)
     where = str(store.folder)
     scan = store.scan()
@@ -177,6 +190,7 @@ def gatekeep(
             {"runId": rid, "rule": rule, "status": states[rid]} for rid, rule in sorted(excluded.items())
         ] + [{"sensitivity": {g.id: {"withExclusions": g.decision, "withoutExclusions": s.decision} for g, s in zip(gates, strict, strict=True)}}]
     analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
+    declared = {m.id for m in protocol.metrics}
     summaries = analysis.summaries(protocol, completed) if analysis and completed else {}
     results = Results(
         protocolSha256=lock.sha256,
@@ -187,7 +201,9 @@ def gatekeep(
         runs=_counts(states, excluded),
         gates=gates,
         budgetChecks=budgets,
-        perRun=[_per_run(p, by_id.get(p.run_id), states[p.run_id], excluded.get(p.run_id), protocol) for p in points],
+        # built from validated records and the plan: constructed without a second validation of every row
+        perRun=[RunSummary.model_construct(**_per_run(p, by_id.get(p.run_id), states[p.run_id], excluded.get(p.run_id), declared))
+                for p in points],
         summaries=json.loads(json.dumps(summaries, allow_nan=False)),
         exclusions=exclusions,
         resourceCosts=_costs(
@@ -222,8 +238,7 @@ def _counts(states: dict[str, str], excluded: dict[str, str]) -> dict[str, int]:
     }
 
 
-def _per_run(p: GridPoint, rec: RunRecord | None, state: str, rule: str | None, protocol: ProtocolBase) -> dict[str, Any]:
-    declared = {m.id for m in protocol.metrics}
+def _per_run(p: GridPoint, rec: RunRecord | None, state: str, rule: str | None, declared: set[str]) -> dict[str, Any]:
     scores = {k: v for k, v in (rec.metrics.items() if rec else []) if k in declared}
     return {"runId": p.run_id, "comparison": p.comparison, "seed": p.seed, "order": p.order, "cell": p.cell,
             "status": state, "excludedBy": rule, "scores": scores}
@@ -264,10 +279,16 @@ def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int 
 
 
 def report_protocol(
-    project: Project, ref: str, *, stage: str | None = None, dry_run: bool = False, runs_dir: Path | None = None
+    project: Project,
+    ref: str,
+    *,
+    stage: str | None = None,
+    dry_run: bool = False,
+    runs_dir: Path | None = None,
+    aggregate: str | None = None,
 ) -> ReportOutcome:
     """`clt report`: gatekeep, then write `results` and `status` into the protocol and the human reports."""
-    loaded, results, records = gatekeep(project, ref, stage=stage, runs_dir=runs_dir)
+    loaded, results, records = gatekeep(project, ref, stage=stage, runs_dir=runs_dir, aggregate=aggregate)
     reports: list[Path] = []
     if not dry_run:
         from cltoolkit.report.render import write_reports
@@ -284,6 +305,6 @@ def report_protocol(
     if protocol_hash(document) != protocol_hash(loaded.document):
         raise Refusal("internal check: writing results would change the hashed content; nothing was written")
     if not dry_run:
-        atomic_write_text(loaded.path, dump_json(document, sort_keys=False))
+        atomic_write_text(loaded.path, dump_json(document, sort_keys=False, row_lists=("perRun",)))
     return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from cltoolkit.errors import Problem, ValidationFailed
 
-__all__ = ["display_path", "json_pointer", "load_json_file", "loads_strict"]
+__all__ = ["display_path", "json_pointer", "load_json_file", "loads_strict", "read_json_text"]
 
 
 def display_path(path: Path) -> str:
@@ -69,9 +69,28 @@ def _plain(value: Any, path: list[str], problems: list[Problem], source: str) ->
     return value
 
 
+class _Duplicate(Exception):
+    pass
+
+
+def _fast_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Duplicate
+    return obj
+
+
 def loads_strict(text: str, source: str = "", *, require_object: bool = True) -> Any:
     """Parse `text` as strict JSON; raise `ValidationFailed` with one problem per line otherwise."""
     where = source or "<input>"
+    try:  # fast path: plain dicts; a repeated key falls through to the slow path, which locates every one
+        value = json.loads(text, object_pairs_hook=_fast_hook, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (_Duplicate, json.JSONDecodeError, _BadNumber, RecursionError):
+        pass
+    else:
+        if require_object and not isinstance(value, dict):
+            raise ValidationFailed(problems=[Problem(where, f"the document must be a JSON object, got {type(value).__name__}")])
+        return value
     try:
         parsed = json.loads(
             text,
@@ -98,19 +117,23 @@ def loads_strict(text: str, source: str = "", *, require_object: bool = True) ->
 
 def load_json_file(path: Path, *, require_object: bool = True) -> Any:
     """Read and strictly parse a JSON file (UTF-8)."""
-    name = display_path(path)
+    return loads_strict(read_json_text(path), display_path(path), require_object=require_object)
+
+
+def read_json_text(path: Path) -> str:
+    """Read a JSON file as UTF-8 text; missing, unreadable, non-UTF-8 and BOM-prefixed files are errors."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise ValidationFailed(problems=[Problem(name, "no such file")]) from None
+        raise ValidationFailed(problems=[Problem(display_path(path), "no such file")]) from None
     except OSError as exc:
-        raise ValidationFailed(problems=[Problem(name, f"cannot read: {exc.strerror}")]) from None
+        raise ValidationFailed(problems=[Problem(display_path(path), f"cannot read: {exc.strerror}")]) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValidationFailed(
-            problems=[Problem(name, f"not UTF-8 (byte {exc.start}): {exc.reason}")]
+            problems=[Problem(display_path(path), f"not UTF-8 (byte {exc.start}): {exc.reason}")]
         ) from None
     if text.startswith("\ufeff"):
-        raise ValidationFailed(problems=[Problem(name, "starts with a byte-order mark; save as plain UTF-8")])
-    return loads_strict(text, name, require_object=require_object)
+        raise ValidationFailed(problems=[Problem(display_path(path), "starts with a byte-order mark; save as plain UTF-8")])
+    return text

@@ -251,8 +251,16 @@ class AnalysisPlan(Strict):
     normalization: dict[str, tuple[float, float]] | None = None
     """Per-task normalization anchors (weak, strong)."""
     zeroGapRule: Literal["undefined", "refuse"] = "undefined"
-    """When a task's anchors are equal: its normalized score is `undefined` (null, listed) or the report is
-    refused. Scores are never clipped."""
+    """When a task's anchors are equal: its normalized score is `undefined` (null, listed) or the protocol is
+    refused before any result. Scores are never clipped."""
+
+    @model_validator(mode="after")
+    def _zero_gap(self) -> AnalysisPlan:
+        if self.zeroGapRule == "refuse":
+            equal = sorted(task for task, (weak, strong) in (self.normalization or {}).items() if weak == strong)
+            if equal:
+                raise ValueError(f"normalization anchors are equal for {', '.join(equal)} and zeroGapRule is 'refuse'")
+        return self
 
 
 class SeedRange(Strict):

@@ -128,6 +128,10 @@ def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
         for i, metric in enumerate(model.metrics):
             if metric.evaluationSet is None and metric.kind == "gate":
                 out.append(f"{source}: /metrics/{i}/evaluationSet: gate metric {metric.id!r} names no evaluation set")
+    for task, (weak, strong) in sorted((model.analysis.normalization or {}).items()):
+        if weak == strong:
+            out.append(f"{source}: /analysis/normalization/{task}: equal anchors ({weak}); normalized scores of {task!r} "
+                       "will be reported as undefined")
     for i, gate in enumerate(model.gates):
         if gate.test not in ("superiority", "non-inferiority") or gate.metric not in regs.metric:
             continue

@@ -142,10 +142,7 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
 
 
 def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: lighter, and no global figure state
 
     figs: list[tuple[str, Any]] = []
     hyps = [(g, h) for g in results.gates for h in g.hypotheses if h.interval is not None and h.estimate is not None][:24]
@@ -153,24 +150,32 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
         import numpy as np
 
         gates = {g.id: g for g in loaded.model.gates}
-        fig, axes = plt.subplots(len(hyps), 1, figsize=(7, 0.3 + 0.75 * len(hyps)), squeeze=False)
-        for ax, (g, h) in zip(axes[:, 0], hyps, strict=True):
-            vals = np.array(list(h.replicates.values()))
-            if vals.size:
-                ax.plot(vals, np.linspace(-0.25, 0.25, vals.size), "o", ms=3, color="grey", alpha=0.6)
-            lo, hi = h.interval  # type: ignore[misc]
-            ax.plot([lo if lo is not None else h.estimate, hi if hi is not None else h.estimate], [0, 0], color="C0", lw=3)
-            ax.plot([h.estimate], [0], "D", color="C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k")
-            gate = gates.get(g.id)
-            bound = gate.threshold if gate and gate.threshold is not None else (
-                (-1 if gate.lower_is_better else 1) * gate.margin if gate and gate.margin is not None and gate.test != "equivalence-tost" else None
-            ) if gate else None
-            if bound is not None:
-                ax.axvline(bound, color="k", lw=0.8, ls="--")
-            ax.set_yticks([0], [f"{g.id}/{h.scope}"], fontsize=7)
-            ax.set_ylim(-0.5, 0.5)
-        axes[0, 0].set_title("Gates: per-replicate values (points), estimate (diamond), interval (bar), threshold (dashed)", fontsize=8)
-        fig.tight_layout()
+        units: dict[str, list[Any]] = {}
+        for g, h in hyps:  # one panel per unit: values, thresholds and margins in one unit share an axis
+            units.setdefault(gates[g.id].unit if g.id in gates else "", []).append((g, h))
+        fig = Figure(figsize=(7, 0.6 + 0.35 * len(hyps) + 0.5 * len(units)))
+        axes = fig.subplots(len(units), 1, squeeze=False, gridspec_kw={"height_ratios": [len(v) for v in units.values()]})
+        for ax, (unit, rows) in zip(axes[:, 0], units.items(), strict=True):
+            for i, (g, h) in enumerate(rows):
+                vals = np.array(list(h.replicates.values()))
+                if vals.size:
+                    ax.plot(vals, i + np.linspace(-0.25, 0.25, vals.size), "o", ms=2.5, color="grey", alpha=0.5)
+                lo, hi = h.interval  # type: ignore[misc]
+                ax.plot([lo if lo is not None else h.estimate, hi if hi is not None else h.estimate], [i, i], color="C0", lw=3)
+                ax.plot([h.estimate], [i], "D", color="C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k")
+                gate = gates.get(g.id)
+                bound = None
+                if gate is not None and gate.threshold is not None:
+                    bound = gate.threshold
+                elif gate is not None and gate.margin is not None and gate.test != "equivalence-tost":
+                    bound = -gate.margin if gate.lower_is_better else gate.margin
+                if bound is not None:
+                    ax.plot([bound, bound], [i - 0.4, i + 0.4], color="k", lw=1, ls="--")
+            ax.set_yticks(range(len(rows)), [f"{g.id}/{h.scope}" for g, h in rows], fontsize=7)
+            ax.set_ylim(len(rows) - 0.5, -0.5)
+            ax.set_xlabel(unit, fontsize=7)
+        axes[0, 0].set_title("Gates: per-replicate values (points), estimate (diamond), interval (bar), threshold or margin "
+                             "(dashed)", fontsize=8)
         figs.append(("Gate intervals with per-replicate values", fig))
     figs += _profiles(loaded, results)
     suite = registries().suite.get(loaded.model.suite)
@@ -182,8 +187,8 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
 
 def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]:
     """Performance profiles of every gate metric over runs, with the threshold convention on the axis."""
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure
 
     from cltoolkit.stats import performance_profile
 
@@ -200,16 +205,23 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
                 by_comp.setdefault(run.comparison, []).append(float(value))
         if not by_comp:
             continue
+        shown = f"{len(by_comp)} comparisons"
+        if len(by_comp) > 10:  # unreadable beyond that: the comparisons named in gates, then the first others
+            named = [c for g in loaded.model.gates if g.metric == decl.id for c in (g.method, g.reference) if c]
+            keep = list(dict.fromkeys([*named, *by_comp]))[:10]
+            by_comp = {c: by_comp[c] for c in keep if c in by_comp}
+            shown = f"{len(by_comp)} of {shown} (those in gates first)"
         allv = np.concatenate([np.asarray(v) for v in by_comp.values()])
         taus = np.linspace(allv.min(), allv.max(), 200)
-        fig, ax = plt.subplots(figsize=(6, 3))
+        fig = Figure(figsize=(6, 3))
+        ax = fig.subplots()
         for comp, vals in by_comp.items():
             x = np.asarray(vals) if higher else -np.asarray(vals)
             ax.step(taus, performance_profile(x, taus if higher else -taus), where="post", label=f"{comp} (n={len(vals)})")
         sign = ">" if higher else "<"
         ax.set_xlabel(f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)", fontsize=7)
         ax.set_ylabel("fraction of runs")
-        ax.set_title(f"Performance profile: {decl.label}", fontsize=9)
+        ax.set_title(f"Performance profile: {decl.label} ({shown})", fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
         figs.append((f"Performance profile: {decl.id}", fig))
@@ -217,11 +229,13 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
 
 
 def _png(fig: Any) -> str:
-    import matplotlib.pyplot as plt
+    import sys
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
+    fig.tight_layout()  # cheaper than bbox_inches="tight", which draws the figure twice
+    fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
+    if "matplotlib.pyplot" in sys.modules:  # suites' figures may come from pyplot: release them
+        sys.modules["matplotlib.pyplot"].close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 

@@ -16,7 +16,7 @@ from pydantic import Field, JsonValue, ValidationError
 from cltoolkit._io import write_json
 from cltoolkit.errors import Problem, Refusal, ValidationFailed
 from cltoolkit.protocol._base import Strict
-from cltoolkit.protocol.load import load_json_file
+from cltoolkit.protocol.load import loads_strict, read_json_text
 from cltoolkit.protocol.validate import pydantic_problems
 
 __all__ = [
@@ -155,7 +155,8 @@ class RunRecord(Strict):
 
 def read_record(path: Path) -> RunRecord:
     """Read a record, migrating older versions; refuse newer ones and anything malformed."""
-    data = load_json_file(path)
+    text = read_json_text(path)
+    data = loads_strict(text, str(path))
     version = data.get("recordVersion")
     if not isinstance(version, int) or isinstance(version, bool):
         raise ValidationFailed(problems=[Problem(f"{path}: /recordVersion", "missing or not an integer")])
@@ -163,6 +164,7 @@ def read_record(path: Path) -> RunRecord:
         raise Refusal(
             f"{path}: recordVersion {version} is newer than this toolkit reads ({RECORD_VERSION}); upgrade clt"
         )
+    migrated = version < RECORD_VERSION
     while version < RECORD_VERSION:
         if version not in MIGRATIONS:
             raise ValidationFailed(problems=[Problem(f"{path}: /recordVersion", f"no migration from version {version}")])
@@ -170,7 +172,7 @@ def read_record(path: Path) -> RunRecord:
         version += 1
         data["recordVersion"] = version
     try:
-        return RunRecord.model_validate_json(json.dumps(data), strict=True)
+        return RunRecord.model_validate_json(json.dumps(data) if migrated else text, strict=True)
     except ValidationError as exc:
         raise ValidationFailed(problems=pydantic_problems(exc, str(path))) from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ class GridPoint:
     order: str | None = None
     cell: str | None = None
 
-    @property
+    @cached_property
     def run_id(self) -> str:
         return run_id(self.comparison, self.seed, self.order, self.cell)
 

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
 
 __all__ = [
     "AGGREGATES",
@@ -67,6 +66,8 @@ def stratified_bootstrap_ci(
         stacked = np.stack(cols, axis=-1)  # (..., n_runs, n_tasks)
         flat = stacked.reshape(-1, *stacked.shape[-2:])
         return np.array([statistic(s) for s in flat]).reshape(stacked.shape[:-2])
+
+    from scipy import stats
 
     res = stats.bootstrap(
         columns, stat, n_resamples=resamples, confidence_level=level, method="percentile",

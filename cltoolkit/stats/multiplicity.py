@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from cltoolkit.stats._dist import t_ppf, t_sf
 
 __all__ = ["HolmBounds", "benjamini_hochberg", "holm", "holm_simultaneous_lower_bounds"]
 
@@ -70,7 +70,7 @@ def holm_simultaneous_lower_bounds(
     dfs = np.broadcast_to(np.asarray(df, dtype=float), (m,))
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(s > 0, (est - delta) / s, np.where(est > delta, np.inf, -np.inf))
-    p = stats.t.sf(t, dfs)
+    p = t_sf(t, dfs)
     rejected = np.zeros(m, dtype=bool)
     for rank, i in enumerate(np.argsort(p, kind="stable")):
         if p[i] <= alpha / (m - rank):
@@ -79,9 +79,9 @@ def holm_simultaneous_lower_bounds(
             break
     k = int(rejected.sum())
     if k < m:
-        q = stats.t.ppf(1 - alpha / (m - k), dfs)
+        q = t_ppf(1 - alpha / (m - k), dfs)
         lower = np.where(rejected, delta, est - s * q)
     else:
-        q = stats.t.ppf(1 - alpha / m, dfs)
+        q = t_ppf(1 - alpha / m, dfs)
         lower = np.maximum(delta, est - s * q)
     return HolmBounds(rejected, lower, p)

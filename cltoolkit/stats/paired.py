@@ -7,7 +7,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from cltoolkit.stats._dist import signed_rank_p, t_ppf, t_sf
 
 __all__ = ["OneSided", "TTest", "one_sided_t", "sign_flip_p", "t_interval", "tost", "two_sided_t", "wilcoxon_p"]
 
@@ -51,11 +51,11 @@ def t_interval(x: np.ndarray, alpha: float = 0.05) -> TTest:
 
 def two_sided_t(x: np.ndarray, null: float = 0.0, alpha: float = 0.05) -> TTest:
     mean, se, df = _moments(x)
-    q = float(stats.t.ppf(1 - alpha / 2, df))
+    q = float(t_ppf(1 - alpha / 2, df))
     if se == 0.0:
         p = 1.0 if mean == null else 0.0
     else:
-        p = float(2 * stats.t.sf(abs(mean - null) / se, df))
+        p = float(2 * t_sf(abs(mean - null) / se, df))
     return TTest(mean, se, df, mean - q * se, mean + q * se, p)
 
 
@@ -67,8 +67,8 @@ def one_sided_t(x: np.ndarray, delta: float, alpha: float = 0.05) -> OneSided:
         p = 0.0 if mean > delta else 1.0
     else:
         t = (mean - delta) / se
-        p = float(stats.t.sf(t, df))
-    lower = mean - float(stats.t.ppf(1 - alpha, df)) * se
+        p = float(t_sf(t, df))
+    lower = mean - float(t_ppf(1 - alpha, df)) * se
     return OneSided(mean, se, df, delta, t, p, lower)
 
 
@@ -90,7 +90,7 @@ def tost(x: np.ndarray, low: float, high: float, alpha: float = 0.05) -> Tost:
     """TOST for the mean of `x` (paired differences) within (low, high); agrees with statsmodels ttost_paired."""
     up = one_sided_t(x, low, alpha)
     down = one_sided_t(-np.asarray(x, dtype=float), -high, alpha)
-    q = float(stats.t.ppf(1 - alpha, up.df))
+    q = float(t_ppf(1 - alpha, up.df))
     interval = (up.estimate - q * up.se, up.estimate + q * up.se)
     return Tost(up.estimate, up.se, up.df, max(up.p, down.p), up.p, down.p, interval)
 
@@ -125,8 +125,10 @@ def sign_flip_p(
     remaining = draws
     while remaining:
         block = min(remaining, 10_000)
-        signs = rng.choice((-1.0, 1.0), size=(block, n))
-        hits += int(np.sum(np.abs(signs @ d) >= observed - tol))
+        packed = rng.integers(0, 256, size=(block, (n + 7) // 8), dtype=np.uint8)
+        flips = np.unpackbits(packed, axis=1, count=n).astype(float)  # 1: flip the sign (fair, independent bits)
+        # sum of signed d = total - 2 * (sum of flipped d)
+        hits += int(np.sum(np.abs(d.sum() - 2.0 * (flips @ d)) >= observed - tol))
         remaining -= block
     return (1 + hits) / (1 + draws), False
 
@@ -136,7 +138,4 @@ def wilcoxon_p(x: np.ndarray, null: float = 0.0) -> float | None:
     d = np.asarray(x, dtype=float) - null
     if d.size < 1 or np.all(d == 0):
         return None
-    try:
-        return float(stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
-    except ValueError:
-        return None
+    return signed_rank_p(d)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
-from scipy import integrate, stats
-
 __all__ = ["n_exact_t", "n_normal", "power_t", "tost_power"]
 
 
 def n_normal(sigma: float, delta: float, alpha: float = 0.05, power: float = 0.8, sides: int = 2) -> int:
     """n = ceil(((z_{1-alpha/sides} + z_{power}) sigma / delta)^2), the normal-approximation plan."""
+    from scipy import stats  # lazy: planning only
+
     if sigma <= 0 or delta == 0:
         raise ValueError("need sigma > 0 and delta != 0")
     z = stats.norm.ppf(1 - alpha / sides) + stats.norm.ppf(power)
@@ -19,6 +19,8 @@ def n_normal(sigma: float, delta: float, alpha: float = 0.05, power: float = 0.8
 
 def power_t(n: int, sigma: float, delta: float, alpha: float = 0.05, sides: int = 2) -> float:
     """Exact power of the paired (one-sample) t test with n replicates (noncentral t)."""
+    from scipy import stats  # lazy: planning only
+
     if n < 2:
         return 0.0
     df = n - 1
@@ -41,6 +43,8 @@ def n_exact_t(sigma: float, delta: float, alpha: float = 0.05, power: float = 0.
 def tost_power(n: int, sigma: float, margin: float, true_diff: float = 0.0, alpha: float = 0.05) -> float:
     """Exact power of TOST with bounds (-margin, margin): P(both one-sided tests reject), integrating over the
     distribution of the sample standard deviation."""
+    from scipy import integrate, stats  # lazy: planning only
+
     if n < 2:
         return 0.0
     df = n - 1

@@ -243,3 +243,40 @@ def test_records_are_sorted_atomic_json(toy) -> None:  # type: ignore[no-untyped
     assert data["provenance"]["toolkitVersion"] == "0.1.0" and data["budget"]["gradientUpdates"] == 100
     assert datetime.datetime.fromisoformat(data["provenance"]["startedAt"].replace("Z", "+00:00"))
     assert not list(path.parent.glob(".*.tmp"))
+
+
+def test_undeclared_aggregate_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _setup(toy, toy_protocol(aggregate="iqm"))
+    assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
+    refused = cli("report", "-p", "toy-v1", "--aggregate", "mean")
+    assert refused.exit_code == 1
+    assert "aggregate 'mean' is not the declared one ('iqm')" in refused.output and "clt protocol bump toy-v1" in refused.output
+    assert read(toy.protocol_path("toy-v1"))["results"] is None  # nothing written
+    assert cli("report", "-p", "toy-v1", "--aggregate", "iqm").exit_code == 0
+
+
+def test_lower_is_better_gate_and_replicates_in_results(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    doc = toy_protocol()
+    # base is lower than cand by about 0.4: "base below cand by more than 0.1" is a lower-is-better superiority claim
+    doc["gates"] = [{"id": "low", "label": "base below cand", "metric": "toy.score-v1", "method": "base", "reference": "cand",
+                     "test": "superiority", "comparator": "<", "margin": 0.1, "unit": "score"},
+                    {"id": "wrong", "label": "base above cand", "metric": "toy.score-v1", "method": "base", "reference": "cand",
+                     "test": "superiority", "comparator": ">", "margin": 0.0, "unit": "score"}]
+    _setup(toy, doc)
+    assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
+    res = json.loads(cli("report", "-p", "toy-v1", "--json", "--dry-run").output)
+    gates = {g["id"]: g for g in res["gates"]}
+    low, wrong = gates["low"], gates["wrong"]
+    assert low["decision"] == "pass" and wrong["decision"] == "fail"
+    # an upper bound; with another gate of the family not rejected, Holm-compatible bounds of rejected ones sit at the margin
+    assert low["estimate"] < -0.1 and low["interval"][0] is None and low["interval"][1] == pytest.approx(-0.1)
+    reps = low["hypotheses"][0]["replicates"]
+    assert len(reps) == 5 and sum(reps.values()) / 5 == pytest.approx(low["estimate"])
+
+
+def test_pilot_stage_never_reports(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    doc = toy_protocol()
+    doc["seeds"]["stages"].append({"id": "pilot", "seeds": [50, 51], "purpose": "pilot"})
+    _setup(toy, doc)
+    out = cli("report", "-p", "toy-v1", "--stage", "pilot")
+    assert out.exit_code == 1 and "pilot stage" in out.output

@@ -125,3 +125,46 @@ def test_tost_power_against_simulation() -> None:
     mean, se = sims.mean(1), sims.std(1, ddof=1) / math.sqrt(n)
     simulated = np.mean((mean - crit * se > -margin) & (mean + crit * se < margin))
     assert stats.tost_power(n, sigma, margin, 0.1) == pytest.approx(simulated, abs=0.01)
+
+
+def test_declared_aggregates_follow_the_metric_direction() -> None:
+    from cltoolkit.stats import aggregate
+
+    x = np.array([0.1, 0.5, 0.2, 0.9, 0.4, 0.3, 0.8, 0.6])
+    assert aggregate(x, "mean") == pytest.approx(x.mean())
+    assert aggregate(x, "median") == pytest.approx(np.median(x))
+    assert aggregate(x, "iqm") == pytest.approx(np.mean(np.sort(x)[2:6]))
+    assert aggregate(x, "worst-case") == 0.1 and aggregate(x, "worst-case", higher_is_better=False) == 0.9
+    assert aggregate(x, "cvar", tail_fraction=0.25) == pytest.approx(0.15)  # the worst 2 of 8
+    assert aggregate(x, "cvar", tail_fraction=0.25, higher_is_better=False) == pytest.approx(0.85)
+    with pytest.raises(ValueError, match="unknown aggregate"):
+        aggregate(x, "max")
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 9, 13, 20, 50, 51, 120])
+@pytest.mark.parametrize("kind", ["continuous", "ties", "zeros"])
+def test_signed_rank_matches_scipy(n: int, kind: str) -> None:
+    # our Wilcoxon avoids importing scipy.stats on the report path; it must agree with it case by case
+    rng = np.random.default_rng(n)
+    for _ in range(5):
+        x = rng.normal(0.2, 1.0, size=n)
+        if kind == "ties":
+            x = np.round(x * 2) / 2
+        elif kind == "zeros":
+            x[: max(1, n // 5)] = 0.0
+        ours = stats.wilcoxon_p(x)
+        if np.all(x == 0):
+            assert ours is None
+            continue
+        ref = sps.wilcoxon(x, zero_method="wilcox", alternative="two-sided").pvalue
+        assert ours == pytest.approx(float(ref), rel=1e-9, abs=1e-12), (kind, n, x)
+
+
+def test_t_functions_match_scipy() -> None:
+    from cltoolkit.stats._dist import t_ppf, t_sf
+
+    for df in (1, 3, 11, 200):
+        for q in (0.9, 0.95, 0.975, 0.999):
+            assert t_ppf(q, df) == pytest.approx(sps.t.ppf(q, df), rel=1e-10)
+        for x in (-2.0, 0.0, 0.7, 3.1):
+            assert t_sf(x, df) == pytest.approx(sps.t.sf(x, df), rel=1e-10)

@@ -1,0 +1,129 @@
+"""Benchmark: `clt report` over 10,000 synthetic run records (target: under 3 s wall on these machines).
+
+Builds a scratch project with the tests' toy suite (100 comparisons x 100 seeds, two tasks, eleven gates),
+writes the records directly (not timed), then times the gatekeeper in process (dry run and full report) and the
+`clt report` command in fresh processes (imports included; the median is compared with the target).
+Prints one JSON object. Usage: python bench/report.py [--records N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--comparisons", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3, help="Timed `clt report` processes (median reported).")
+    parser.add_argument("--keep", type=Path, default=None, help="Build the project here and keep it.")
+    args = parser.parse_args()
+
+    import numpy as np
+
+    from cltoolkit.gatekeeper.gatekeeper import report_protocol
+    from cltoolkit.project import Project
+    from cltoolkit.protocol.hashing import protocol_hash
+    from cltoolkit.protocol.lock import freeze
+    from cltoolkit.registry import registries, reset_registries
+    from cltoolkit.run import provenance
+    from cltoolkit.run.record import RECORD_VERSION, RunRecord
+    from cltoolkit.run.store import RunStore
+    from tests.toy_suite import COMPONENTS, toy_protocol
+
+    root = args.keep or Path(tempfile.mkdtemp(prefix="clt-bench-report-"))
+    (root / "protocols").mkdir(parents=True, exist_ok=True)
+    (root / "registry" / "locks").mkdir(parents=True, exist_ok=True)
+    (root / "registry" / "components.json").write_text(json.dumps(COMPONENTS))
+    os.environ["CLT_ROOT"] = str(root)
+    reset_registries()
+    registries(root / "registry" / "components.json")
+    project = Project(root)
+
+    n_comp = args.comparisons
+    seeds = args.records // n_comp
+    doc = toy_protocol(seeds=seeds)
+    doc["comparisons"] = [
+        {"id": f"m{i}", "method": "toy.method", "role": "candidate" if i else "baseline", "label": f"M{i}",
+         "hyperparameters": {"mean": 0.5 + 0.004 * i, "sd": 0.05, "updates": 100}}
+        for i in range(n_comp)
+    ]
+    doc["budget"] = {"match": [{"quantity": "totalUpdates", "across": [c["id"] for c in doc["comparisons"]]}]}
+    doc["gates"] = [
+        {"id": f"g{i}", "label": f"m{i} beats m0", "metric": "toy.score-v1", "method": f"m{i}", "reference": "m0",
+         "test": "superiority", "comparator": ">=", "margin": 0.0, "unit": "score"}
+        for i in range(1, 11)
+    ] + [{"id": "each", "label": "m1 >= 0.4 on each task", "metric": "toy.score-v1", "method": "m1",
+          "scope": "each-task", "test": "lower-bound", "comparator": ">=", "threshold": 0.4, "unit": "score"}]
+    (root / "protocols" / "toy-v1.json").write_text(json.dumps(doc, indent=2))
+    if not project.lock_path("toy-v1").exists():
+        freeze(project, "toy-v1")
+    digest = protocol_hash(doc)
+    store = RunStore(project.runs_dir, "toy-v1")
+    now = datetime.datetime.now(datetime.UTC)
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    if not any(store.folder.glob("*/record.json")) if store.folder.exists() else True:
+        for comp in doc["comparisons"]:
+            mean = comp["hyperparameters"]["mean"]
+            for seed in range(seeds):
+                rid = f"{comp['id']}-s{seed}"
+                store.write(RunRecord.model_validate({
+                    "recordVersion": RECORD_VERSION, "runId": rid,
+                    "protocol": {"id": "toy-v1", "sha256": digest, "pilot": False},
+                    "spec": {"comparison": comp["id"], "method": "toy.method", "seed": seed, "order": None, "cell": None, "stage": "main"},
+                    "status": {"state": "completed", "reason": "", "attempts": 1},
+                    "budget": {"environmentSteps": 1000, "gradientUpdates": 100},
+                    "metrics": {"toy.score-v1": {t: float(rng.normal(mean, 0.05)) for t in ("t1", "t2")}},
+                    "provenance": {"toolkitVersion": provenance.toolkit_version(), "gitCommit": None, "gitDirty": None,
+                                   "packages": {}, "python": provenance.python_version(), "platform": provenance.platform_text(),
+                                   "torchThreads": None, "device": "cpu", "wallClockSeconds": 1.0,
+                                   "startedAt": now, "finishedAt": now},
+                }))
+    setup_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    dry = report_protocol(project, "toy-v1", dry_run=True)
+    dry_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    report_protocol(project, "toy-v1")
+    full_s = time.perf_counter() - t0
+    env = {**os.environ, "CLT_ROOT": str(root), "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    cli = []
+    for _ in range(args.repeat):  # the command users run, in a fresh process (imports included)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "from cltoolkit.cli import main; main()", "report", "-p", "toy-v1"],
+                       env=env, check=True, capture_output=True)
+        cli.append(time.perf_counter() - t0)
+    out = {
+        "benchmark": "report",
+        "records": dry.results.runs.completed,
+        "comparisons": n_comp,
+        "gates": len(doc["gates"]),
+        "setupSeconds": round(setup_s, 2),
+        "inProcess": {"gatekeepSeconds": round(dry_s, 3), "reportSeconds": round(full_s, 3)},
+        "cliSeconds": [round(x, 3) for x in cli],
+        "cliMedianSeconds": round(statistics.median(cli), 3),
+        "targetSeconds": 3.0,
+        "meetsTarget": statistics.median(cli) < 3.0,
+        "cpus": os.cpu_count(),
+        "project": str(root) if args.keep else None,
+    }
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
