@@ -22,13 +22,17 @@ def toolkit_version() -> str:
 
 @functools.cache
 def git_state(root: Path) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout holding `root`, or (None, None) outside git."""
+    """(commit, dirty) of the checkout holding `root`, or (None, None) outside git. Dirty means uncommitted
+    changes to tracked files other than outputs (runs/, reports/, pilot-runs/, protocols/, whose content the
+    protocol hash covers)."""
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=10
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # outputs (records, reports, results blocks) are not code: changes there do not make a run dirty
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!runs", ":!reports", ":!pilot-runs",
+             ":!protocols"],
             cwd=root, capture_output=True, text=True, check=True, timeout=10,
         ).stdout
     except (OSError, subprocess.SubprocessError):
