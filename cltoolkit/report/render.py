@@ -142,6 +142,7 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
 
 
 def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # no pyplot: lighter, and no global figure state
 
     figs: list[tuple[str, Any]] = []
@@ -154,6 +155,7 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
         for g, h in hyps:  # one panel per unit: values, thresholds and margins in one unit share an axis
             units.setdefault(gates[g.id].unit if g.id in gates else "", []).append((g, h))
         fig = Figure(figsize=(7, 0.6 + 0.35 * len(hyps) + 0.5 * len(units)))
+        FigureCanvasAgg(fig)  # a real canvas, so layout can measure text
         axes = fig.subplots(len(units), 1, squeeze=False, gridspec_kw={"height_ratios": [len(v) for v in units.values()]})
         for ax, (unit, rows) in zip(axes[:, 0], units.items(), strict=True):
             for i, (g, h) in enumerate(rows):
@@ -174,8 +176,7 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
             ax.set_yticks(range(len(rows)), [f"{g.id}/{h.scope}" for g, h in rows], fontsize=7)
             ax.set_ylim(len(rows) - 0.5, -0.5)
             ax.set_xlabel(unit, fontsize=7)
-        axes[0, 0].set_title("Gates: per-replicate values (points), estimate (diamond), interval (bar), threshold or margin "
-                             "(dashed)", fontsize=8)
+        axes[0, 0].set_title("Per-replicate values (points), estimate (diamond), interval (bar), bound (dashed)", fontsize=8)
         figs.append(("Gate intervals with per-replicate values", fig))
     figs += _profiles(loaded, results)
     suite = registries().suite.get(loaded.model.suite)
@@ -188,6 +189,7 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
 def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]:
     """Performance profiles of every gate metric over runs, with the threshold convention on the axis."""
     import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from cltoolkit.stats import performance_profile
@@ -212,8 +214,10 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
             by_comp = {c: by_comp[c] for c in keep if c in by_comp}
             shown = f"{len(by_comp)} of {shown} (those in gates first)"
         allv = np.concatenate([np.asarray(v) for v in by_comp.values()])
-        taus = np.linspace(allv.min(), allv.max(), 200)
+        pad = 0.02 * (allv.max() - allv.min() or 1.0)  # past both ends, so every profile reaches 0 and 1
+        taus = np.linspace(allv.min() - pad, allv.max() + pad, 200)
         fig = Figure(figsize=(6, 3))
+        FigureCanvasAgg(fig)
         ax = fig.subplots()
         for comp, vals in by_comp.items():
             x = np.asarray(vals) if higher else -np.asarray(vals)
@@ -223,7 +227,6 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
         ax.set_ylabel("fraction of runs")
         ax.set_title(f"Performance profile: {decl.label} ({shown})", fontsize=9)
         ax.legend(fontsize=7)
-        fig.tight_layout()
         figs.append((f"Performance profile: {decl.id}", fig))
     return figs
 
@@ -232,7 +235,7 @@ def _png(fig: Any) -> str:
     import sys
 
     buf = io.BytesIO()
-    fig.tight_layout()  # cheaper than bbox_inches="tight", which draws the figure twice
+    fig.tight_layout(pad=1.5)  # cheaper than bbox_inches="tight", which draws the figure twice
     fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
     if "matplotlib.pyplot" in sys.modules:  # suites' figures may come from pyplot: release them
         sys.modules["matplotlib.pyplot"].close(fig)
