@@ -73,7 +73,12 @@ class ToySuite(Suite):
             raise RuntimeError("toy failure requested")
         rng = np.random.default_rng([spec.seed, sum(map(ord, spec.comparison))])
         scores = {t: float(rng.normal(params.mean, params.sd)) for t in protocol.tasks}
-        return RunOutput({"toy.score-v1": scores}, {"environmentSteps": 1000, "gradientUpdates": params.updates})
+        tasks = protocol.tasks
+        matrix = {"tasks": tasks, "phases": tasks,
+                  "values": [[scores[t] if j <= i else None for j, t in enumerate(tasks)] for i in range(len(tasks))]}
+        curve = {"x": [0, 50, 100], "y": [0.0, params.mean / 2, params.mean], "xLabel": "updates", "yLabel": "score"}
+        metrics = {"toy.score-v1": scores, "successMatrix": matrix, "curves": {"training score": curve}}
+        return RunOutput(metrics, {"environmentSteps": 1000, "gradientUpdates": params.updates})
 
 
 COMPONENTS = {

@@ -72,6 +72,9 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
     if suite.analysis:
         analysis = registries().analysis.get(suite.analysis)()
         lines += [analysis.report_markdown(p, [x for x in records if x.status.state == "completed"], dict(r.summaries)), ""]
+    from cltoolkit.report.standard import matrix_markdown
+
+    lines += [matrix_markdown([x for x in records if x.status.state == "completed"])]
     lines += ["## Every planned run (raw scores)", "", "| run | comparison | seed | status | scores |", "|---|---|---|---|---|"]
     for run in r.perRun:
         scores = ", ".join(f"{k} {_fmt(v)}" for k, v in run.scores.items())
@@ -179,6 +182,10 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
         axes[0, 0].set_title("Per-replicate values (points), estimate (diamond), interval (bar), bound (dashed)", fontsize=8)
         figs.append(("Gate intervals with per-replicate values", fig))
     figs += _profiles(loaded, results)
+    from cltoolkit.report.standard import curve_figures, matrix_figures
+
+    completed = [r for r in records if r.status.state == "completed"]
+    figs += matrix_figures(completed) + curve_figures(completed)
     suite = registries().suite.get(loaded.model.suite)
     if suite.analysis:
         analysis = registries().analysis.get(suite.analysis)()

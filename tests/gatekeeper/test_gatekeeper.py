@@ -78,7 +78,15 @@ def test_end_to_end_and_idempotent(toy, cli) -> None:  # type: ignore[no-untyped
     assert gates["sup"]["decision"] == "pass"
     assert gates["info"]["decision"] == "reported" and "above" in gates["info"]["wording"]
     assert gates["sup"]["hypotheses"][0]["permutationP"] == 0.0625  # 5 replicates, all above the margin
-    assert (toy.reports_dir / "toy-v1" / "report.html").read_text().count("data:image/png;base64") >= 1
+    html = (toy.reports_dir / "toy-v1" / "report.html").read_text()
+    # gate intervals, performance profile, one matrix per comparison, one curve figure
+    for title in ("Gate intervals with per-replicate values", "Per-task matrix: cand", "Per-task matrix: base",
+                  "Curves: training score"):
+        assert title in html
+    assert html.count("data:image/png;base64") >= 4
+    md = (toy.reports_dir / "toy-v1" / "report.md").read_text()
+    assert "## Per-task values after each phase (mean over runs [min, max])" in md
+    assert "| t2 | " in md and "| t1 | " in md  # a row per phase
     assert cli("protocol", "verify").exit_code == 0
     # again: nothing runs, and only measuredOn (and the status date) may change
     assert cli("run", "-p", "toy-v1").output.count("already completed") == 1
