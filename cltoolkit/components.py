@@ -7,7 +7,7 @@ is imported inside the functions that use it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -109,10 +109,30 @@ class Suite(ABC):
 
 
 class Executor(ABC):
-    """Runs prepared run specs and yields their results as they finish."""
+    """Runs prepared run specs and yields their results as they finish.
+
+    Contract (tests/test_executors.py runs it against every executor): the driver alone decides what runs and
+    writes records; an executor never retries a Python exception (`failed`), retries a dead process (`crashed`)
+    up to `spec.max_attempts` in all, stops a run past its limit (`timeout`), counts every attempt, and yields
+    exactly one result per job.
+    """
 
     name: ClassVar[str]
 
+    def __init__(self, components: Path | None = None, **options: Any) -> None:
+        self.components = components
+        self.options = options
+
     @abstractmethod
-    def execute(self, jobs: Sequence[RunSpec], *, workers: int, timeout_s: float | None) -> Iterator[ExecutionResult]:
-        """Run every job; yield one result per job."""
+    def execute(
+        self,
+        jobs: Sequence[RunSpec],
+        *,
+        workers: int,
+        timeout_s: float | None,
+        on_start: Callable[[RunSpec], None] | None = None,
+    ) -> Iterator[ExecutionResult]:
+        """Run every job; call `on_start` as each begins; yield one result per job as it finishes."""
+
+    def close(self) -> None:
+        """Release what the executor holds (clusters it started); called by the driver at the end."""

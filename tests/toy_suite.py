@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -24,6 +27,9 @@ class ToyParams(Strict):
     mean: float
     sd: float
     updates: int = 100
+    behavior: Literal["ok", "raise", "kill", "kill-once", "sleep"] = "ok"
+    """Executor contract tests: raise an exception, SIGKILL the process (always / on the first attempt), sleep."""
+    sleepSeconds: float = 0.0
 
 
 class ToyMethod(Method):
@@ -69,8 +75,13 @@ class ToySuite(Suite):
     def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
         assert isinstance(protocol, ToyProtocol)
         params = ToyParams.model_validate(protocol.comparison(spec.comparison).hyperparameters, strict=False)
-        if params.mean < -100:
+        if params.mean < -100 or params.behavior == "raise":
             raise RuntimeError("toy failure requested")
+        if params.behavior == "kill" or (params.behavior == "kill-once" and not (workdir / "killed-once").exists()):
+            (workdir / "killed-once").write_text("")
+            os.kill(os.getpid(), signal.SIGKILL)
+        if params.sleepSeconds:
+            time.sleep(params.sleepSeconds)
         rng = np.random.default_rng([spec.seed, sum(map(ord, spec.comparison))])
         scores = {t: float(rng.normal(params.mean, params.sd)) for t in protocol.tasks}
         tasks = protocol.tasks

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,33 +31,46 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: cores).")] = None,
         timeout: Annotated[float | None, typer.Option("--timeout", help="Per-run limit in seconds.")] = None,
         threads: Annotated[int, typer.Option("--threads", help="Torch threads per run.")] = 1,
-        executor: Annotated[str, typer.Option("--executor")] = "local",
+        executor: Annotated[str, typer.Option("--executor", help="local (default) or ray (extra clt[ray]).")] = "local",
+        address: Annotated[
+            str | None, typer.Option("--address", help="Ray: auto or host:port to join a cluster (default: start one).")
+        ] = None,
+        cpus: Annotated[float, typer.Option("--cpus-per-run", help="CPUs each run needs.")] = 1.0,
+        gpus: Annotated[float, typer.Option("--gpus-per-run", help="GPUs each run needs.")] = 0.0,
+        memory: Annotated[int | None, typer.Option("--memory-per-run", help="Memory each run needs (MB).")] = None,
+        attempts: Annotated[int, typer.Option("--max-attempts", help="Attempts for a run whose process dies.")] = 2,
         json_out: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """Run a protocol's grid (skipping finished runs) and write one record per run."""
         from cltoolkit.errors import InputError
-        from cltoolkit.run.runner import Selection, run_protocol
+        from cltoolkit.cli.progress import RunProgress
+        from cltoolkit.run.runner import RunSummary, Selection, run_protocol
 
         try:
             seed_list = tuple(int(s) for s in _split(seeds))
         except ValueError:
             raise InputError("--seeds takes integers, e.g. --seeds 0,1,2") from None
         selection = Selection(_split(methods), seed_list, _split(orders), _split(cells))
-        start = time.monotonic()
+        if attempts < 1:
+            raise InputError("--max-attempts must be at least 1")
+        progress = RunProgress(quiet=json_out)
 
-        def progress(result, done, total):  # type: ignore[no-untyped-def]
-            if not json_out:
-                elapsed = time.monotonic() - start
-                eta = elapsed / done * (total - done)
-                sys.stderr.write(
-                    f"[{done}/{total}] {result.spec.run_id}: {result.state}"
-                    f"{' (' + result.reason + ')' if result.reason else ''} - elapsed {elapsed:.0f} s, ~{eta:.0f} s left\n"
-                )
+        def planned(summary: RunSummary) -> None:
+            for where, why in summary.redone:
+                run_dir = Path(where).parent if Path(where).name == "record.json" else Path(where)
+                sys.stderr.write(f"redoing {run_dir.name}: {why}\n")
+            progress.begin(summary.planned - summary.skipped)
 
-        summary = run_protocol(
-            project(), protocol, pilot=pilot, stage=stage, sets=sets or (), selection=selection, workers=workers,
-            timeout_s=timeout, threads=threads, executor=executor, on_result=progress,
-        )
+        options = {"address": address} if address else {}
+        try:
+            summary = run_protocol(
+                project(), protocol, pilot=pilot, stage=stage, sets=sets or (), selection=selection, workers=workers,
+                timeout_s=timeout, threads=threads, executor=executor, executor_options=options, cpus=cpus, gpus=gpus,
+                memory_mb=memory, max_attempts=attempts, on_result=progress.finished, on_start=progress.started,
+                on_plan=planned,
+            )
+        finally:
+            progress.close()
         counts = summary.counts()
         if json_out:
             print_json({"protocol": summary.protocol, "sha256": summary.sha256, "pilot": summary.pilot,
@@ -70,3 +83,31 @@ def register(app: typer.Typer) -> None:
             )
         if any(state != "completed" for state in counts):
             raise typer.Exit(1)
+
+
+    @command(app, "status")
+    def status(
+        protocol: Annotated[str, typer.Option("--protocol", "-p", help="Protocol id or path.")],
+        stage: Annotated[str | None, typer.Option("--stage", help="Stage id (default: the first).")] = None,
+        pilot: Annotated[bool, typer.Option("--pilot", help="The pilot store of the current content.")] = False,
+        json_out: Annotated[bool, typer.Option("--json")] = False,
+    ) -> None:
+        """The grid (comparison x cell x order x seed) with each run's state."""
+        from cltoolkit.run.status import STATE_LETTERS, grid_status
+
+        grid = grid_status(project(), protocol, stage=stage, pilot=pilot)
+        if json_out:
+            print_json(grid)
+            return
+        typer.echo(f"{grid['protocol']} ({grid['sha256'][:19]}...), stage {grid['stage']}{' (pilot store)' if pilot else ''}: "
+                   + ", ".join(f"{k} {v}" for k, v in grid["counts"].items() if v))
+        seeds = grid["seeds"]
+        rows: dict[str, dict[int, str]] = {}
+        for run in grid["runs"]:
+            label = "/".join(x for x in (run["comparison"], run["cell"], run["order"]) if x)
+            rows.setdefault(label, {})[run["seed"]] = STATE_LETTERS[run["state"]]
+        width = max(len(r) for r in rows) if rows else 10
+        typer.echo(" " * width + "  " + " ".join(f"{s:>3}" for s in seeds))
+        for label, states in rows.items():
+            typer.echo(f"{label:<{width}}  " + " ".join(f"{states.get(s, ' '):>3}" for s in seeds))
+        typer.echo("legend: " + ", ".join(f"{v} {k}" for k, v in STATE_LETTERS.items()))

@@ -7,7 +7,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,7 +17,7 @@ from cltoolkit._io import write_json
 from cltoolkit.components import Executor
 from cltoolkit.run.spec import ExecutionResult, RunOutput, RunSpec
 
-__all__ = ["LocalExecutor", "job_payload"]
+__all__ = ["LocalExecutor", "job_payload", "output_from"]
 
 
 def job_payload(spec: RunSpec, components: Path | None) -> dict[str, Any]:
@@ -41,13 +42,21 @@ def job_payload(spec: RunSpec, components: Path | None) -> dict[str, Any]:
     }
 
 
+def output_from(data: dict[str, Any]) -> RunOutput:
+    """The RunOutput of a worker's result dictionary."""
+    return RunOutput(
+        data["metrics"], data["budget"], data.get("reused", []), data.get("device", "cpu"), data.get("precision"),
+        data.get("splits", {}),
+    )
+
+
 def _attempt(spec: RunSpec, job_file: Path, timeout_s: float | None) -> tuple[str, str, RunOutput | None, int | None]:
     assert spec.run_dir is not None
-    for name in ("output.json", "error.json"):
-        (spec.run_dir / name).unlink(missing_ok=True)
+    out = spec.run_dir / f"output-{uuid.uuid4().hex[:12]}.json"  # this attempt's own file: no stale output is read
+    (spec.run_dir / "error.json").unlink(missing_ok=True)
     with open(spec.run_dir / "log.txt", "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cltoolkit.run.worker", str(job_file)],
+            [sys.executable, "-m", "cltoolkit.run.worker", str(job_file), out.name],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
         try:
@@ -60,14 +69,10 @@ def _attempt(spec: RunSpec, job_file: Path, timeout_s: float | None) -> tuple[st
             proc.kill()
             proc.wait()
             raise
-    out = spec.run_dir / "output.json"
     if code == 0 and out.exists():
         data = json.loads(out.read_text())
-        output = RunOutput(
-            data["metrics"], data["budget"], data.get("reused", []), data.get("device", "cpu"), data.get("precision"),
-            data.get("splits", {}),
-        )
-        return "completed", "", output, data.get("torchThreads")
+        out.unlink()
+        return "completed", "", output_from(data), data.get("torchThreads")
     err = spec.run_dir / "error.json"
     if code == 3 and err.exists():
         return "failed", json.loads(err.read_text())["reason"], None, None
@@ -80,11 +85,10 @@ class LocalExecutor(Executor):
 
     name: ClassVar[str] = "local"
 
-    def __init__(self, components: Path | None = None) -> None:
-        self.components = components
-
-    def _run(self, spec: RunSpec, timeout_s: float | None) -> ExecutionResult:
+    def _run(self, spec: RunSpec, timeout_s: float | None, on_start: Callable[[RunSpec], None] | None) -> ExecutionResult:
         assert spec.run_dir is not None
+        if on_start is not None:
+            on_start(spec)
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         job_file = spec.run_dir / "job.json"
         write_json(job_file, job_payload(spec, self.components))
@@ -97,9 +101,16 @@ class LocalExecutor(Executor):
                 break
         return ExecutionResult(spec, state, reason, attempts, time.monotonic() - start, output, threads)
 
-    def execute(self, jobs: Sequence[RunSpec], *, workers: int, timeout_s: float | None) -> Iterator[ExecutionResult]:
+    def execute(
+        self,
+        jobs: Sequence[RunSpec],
+        *,
+        workers: int,
+        timeout_s: float | None,
+        on_start: Callable[[RunSpec], None] | None = None,
+    ) -> Iterator[ExecutionResult]:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(self._run, spec, timeout_s) for spec in jobs]
+            futures = [pool.submit(self._run, spec, timeout_s, on_start) for spec in jobs]
             try:
                 for future in as_completed(futures):
                     yield future.result()

@@ -56,6 +56,8 @@ class RunSummary:
     planned: int
     skipped: int
     results: list[ExecutionResult] = field(default_factory=list)
+    redone: list[tuple[str, str]] = field(default_factory=list)
+    """Run folders found without a readable record (interrupted or partially written) that this run redoes."""
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -145,7 +147,13 @@ def run_protocol(
     threads: int = 1,
     max_attempts: int = 2,
     executor: str = "local",
+    executor_options: dict[str, Any] | None = None,
+    cpus: float = 1.0,
+    gpus: float = 0.0,
+    memory_mb: int | None = None,
     on_result: Callable[[ExecutionResult, int, int], None] | None = None,
+    on_start: Callable[[RunSpec], None] | None = None,
+    on_plan: Callable[[RunSummary], None] | None = None,
 ) -> RunSummary:
     """Run the (selected) grid of a protocol's stage; returns what ran."""
     regs = registries(project.components_file)
@@ -180,6 +188,13 @@ def run_protocol(
     stage_id = loaded.model.stage(stage).id
     todo = [p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")]
     summary = RunSummary(loaded.id, digest, pilot, store.folder, len(points), len(points) - len(todo))
+    planned_ids = {p.run_id for p in todo}
+    summary.redone = sorted(
+        (problem.where, problem.message) for problem in scan.broken if Path(problem.where).name in planned_ids
+        or Path(problem.where).parent.name in planned_ids
+    )
+    if on_plan is not None:
+        on_plan(summary)
     if not todo:
         return summary
     specs = [
@@ -187,17 +202,26 @@ def run_protocol(
             protocol_id=loaded.id, protocol_sha256=digest, pilot=pilot, stage=stage_id, comparison=p.comparison,
             method=p.method, seed=p.seed, order=p.order, cell=p.cell, run_dir=store.run_dir(p.run_id),
             protocol_path=loaded.path.resolve(), threads=threads, timeout_s=timeout_s, max_attempts=max_attempts,
+            cpus=cpus, gpus=gpus, memory_mb=memory_mb,
         )
         for p in todo
     ]
     for spec in specs:  # a stale record of an unfinished run is removed before it is redone
         assert spec.run_dir is not None
         (spec.run_dir / "record.json").unlink(missing_ok=True)
-    runner = regs.executor.get(executor)(project.components_file if project.components_file.is_file() else None)
+    runner = regs.executor.get(executor)(
+        project.components_file if project.components_file.is_file() else None, **(executor_options or {})
+    )
     started = {s.run_id: datetime.datetime.now(datetime.UTC) for s in specs}
     done: set[str] = set()
+
+    def begin(spec: RunSpec) -> None:
+        started[spec.run_id] = datetime.datetime.now(datetime.UTC)
+        if on_start is not None:
+            on_start(spec)
+
     try:
-        for result in runner.execute(specs, workers=workers or os.cpu_count() or 1, timeout_s=timeout_s):
+        for result in runner.execute(specs, workers=workers or os.cpu_count() or 1, timeout_s=timeout_s, on_start=begin):
             store.write(_record(result.spec, result, started[result.spec.run_id], project))
             done.add(result.spec.run_id)
             summary.results.append(result)
@@ -209,4 +233,6 @@ def run_protocol(
                 interrupted = ExecutionResult(replace(spec), "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
                 store.write(_record(spec, interrupted, started[spec.run_id], project))
         raise
+    finally:
+        runner.close()
     return summary

@@ -59,6 +59,12 @@ class RunSpec:
     threads: int = 1
     timeout_s: float | None = None
     max_attempts: int = 2
+    cpus: float = 1.0
+    """CPUs a run needs (Ray schedules by it; the local pool runs `workers` at a time)."""
+    gpus: float = 0.0
+    """GPUs a run needs (a request on a cluster without GPUs fails fast)."""
+    memory_mb: int | None = None
+    """Memory a run needs, where the executor can reserve it."""
 
     @property
     def run_id(self) -> str:

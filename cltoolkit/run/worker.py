@@ -1,7 +1,8 @@
-"""The worker process: runs one RunSpec through its suite's driver and writes `output.json` atomically.
+"""The worker: runs one RunSpec through its suite's driver.
 
-`python -m cltoolkit.run.worker <job.json>`; exit 0 with output.json on success, exit 3 with error.json on a
-Python exception (traceback in the log), anything else is a crash. Only the driver process writes records.
+`python -m cltoolkit.run.worker <job.json> [<output name>]` (the local executor): exit 0 with the output file
+written atomically, exit 3 with error.json on a Python exception (traceback in the log); anything else is a crash.
+`execute_job` does the same in process (the Ray executor's tasks). Only the driver process writes records.
 """
 
 from __future__ import annotations
@@ -9,12 +10,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from cltoolkit._io import write_json
 
-__all__ = ["main"]
+__all__ = ["execute_job", "main"]
 
 
 def _torch_threads(threads: int) -> int | None:
@@ -26,42 +30,55 @@ def _torch_threads(threads: int) -> int | None:
     return int(torch.get_num_threads())
 
 
-def main(job_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
-    run_dir = Path(job["runDir"])
+def execute_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Run one job; returns {"state": "completed", ...output} or {"state": "failed", "reason": last line}."""
     threads = int(job["threads"])
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     try:
         from cltoolkit.protocol.validate import load_protocol
         from cltoolkit.registry import registries
+        from cltoolkit.run.spec import RunSpec
 
         regs = registries(Path(job["components"]) if job.get("components") else None)
         protocol = load_protocol(Path(job["protocolPath"]), regs).model
-        from cltoolkit.run.spec import RunSpec
-
         spec = RunSpec(**job["spec"])
         suite = regs.suite.get(protocol.suite)()
-        output = suite.execute(protocol, spec, run_dir)
-        write_json(
-            run_dir / "output.json",
-            {
-                "metrics": output.metrics,
-                "budget": output.budget,
-                "reused": output.reused,
-                "device": output.device,
-                "precision": output.precision,
-                "splits": output.splits,
-                "torchThreads": _torch_threads(threads),
-            },
-        )
-        return 0
-    except BaseException as exc:  # a failed run: record it, never retry
+        output = suite.execute(protocol, spec, Path(job["runDir"]))
+        return {
+            "state": "completed",
+            "metrics": output.metrics,
+            "budget": output.budget,
+            "reused": output.reused,
+            "device": output.device,
+            "precision": output.precision,
+            "splits": output.splits,
+            "torchThreads": _torch_threads(threads),
+        }
+    except Exception as exc:  # a failed run: recorded, never retried
         traceback.print_exc()
-        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        write_json(run_dir / "error.json", {"reason": last})
-        return 3
+        return {"state": "failed", "reason": traceback.format_exception_only(type(exc), exc)[-1].strip()}
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """A worker whose driver died (kill -9) stops within a second instead of finishing unseen."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(70)
+
+
+def main(job_path: str, output_name: str = "output.json") -> int:
+    job = json.loads(Path(job_path).read_text())
+    run_dir = Path(job["runDir"])
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    result = execute_job(job)
+    if result.pop("state") == "completed":
+        write_json(run_dir / output_name, result)
+        return 0
+    write_json(run_dir / "error.json", result)
+    return 3
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))

@@ -1,0 +1,163 @@
+"""The executor contract, run against every registered executor (Ray under the `dist` marker): success and
+resume, a SIGKILLed run leaving its neighbours to finish, exceptions recorded and not retried, timeouts recorded,
+crashes retried up to the declared attempts; and `kill -9` of the driver mid-grid followed by a resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cltoolkit.project import Project
+from cltoolkit.protocol.lock import freeze
+from cltoolkit.registry import registries, reset_registries
+from cltoolkit.run.store import RunStore
+from tests.conftest import REPO, write
+from tests.toy_suite import COMPONENTS, toy_protocol
+
+EXECUTORS = ["local", pytest.param("ray", marks=pytest.mark.dist)]
+
+
+@pytest.fixture
+def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    root = tmp_path / "proj"
+    (root / "protocols").mkdir(parents=True)
+    (root / "registry" / "locks").mkdir(parents=True)
+    write(root / "registry" / "components.json", COMPONENTS)
+    monkeypatch.setenv("CLT_ROOT", str(root))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.chdir(root)
+    reset_registries()
+    registries(root / "registry" / "components.json")
+    yield Project(root)
+    reset_registries()
+
+
+def _protocol(project: Project, behaviors: dict[str, dict[str, Any]], seeds: int = 3) -> None:
+    doc = toy_protocol(seeds=seeds)
+    doc["comparisons"] = [
+        {"id": cid, "method": "toy.method", "role": "candidate", "label": cid,
+         "hyperparameters": {"mean": 0.5, "sd": 0.01, **extra}}
+        for cid, extra in behaviors.items()
+    ]
+    doc["budget"] = {}
+    doc["gates"] = []
+    write(project.protocol_path("toy-v1"), doc)
+    freeze(project, "toy-v1")
+
+
+def _states(project: Project) -> dict[str, tuple[str, int, str]]:
+    scan = RunStore(project.runs_dir, "toy-v1").scan()
+    assert not scan.broken, scan.broken
+    return {rid: (r.status.state, r.status.attempts, r.status.reason) for rid, r in scan.records.items()}
+
+
+def _run(cli, executor: str, *extra: str):  # type: ignore[no-untyped-def]
+    return cli("run", "-p", "toy-v1", "--executor", executor, "--workers", "2", *extra)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_success_and_resume(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"a": {}, "b": {}})
+    out = _run(cli, executor)
+    assert out.exit_code == 0, out.output
+    states = _states(toy)
+    assert sorted(states) == [f"{c}-s{s}" for c in "ab" for s in range(3)]
+    assert all(v == ("completed", 1, "") for v in states.values())
+    before = {p: p.read_bytes() for p in toy.runs_dir.rglob("record.json")}
+    assert "6 already completed, ran 0" in _run(cli, executor).output
+    (toy.runs_dir / "toy-v1" / "b-s1" / "record.json").unlink()
+    out = _run(cli, executor)
+    assert "5 already completed, ran 1" in out.output and "redoing b-s1" in out.output
+    for path, data in before.items():
+        if path.parent.name != "b-s1":
+            assert path.read_bytes() == data  # finished runs are never recomputed
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_killed_run_leaves_neighbours_finishing(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"good": {"sleepSeconds": 0.3}, "killer": {"behavior": "kill"}}, seeds=2)
+    out = _run(cli, executor, "--max-attempts", "2")
+    assert out.exit_code == 1
+    states = _states(toy)
+    assert states["good-s0"] == states["good-s1"] == ("completed", 1, "")
+    for rid in ("killer-s0", "killer-s1"):
+        state, attempts, reason = states[rid]
+        assert state == "crashed" and attempts == 2, states[rid]  # retried up to the declared attempts, then kept
+        assert "signal" in reason or "died" in reason
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_crash_once_is_retried_and_counted(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"flaky": {"behavior": "kill-once"}}, seeds=1)
+    assert _run(cli, executor).exit_code == 0
+    assert _states(toy)["flaky-s0"] == ("completed", 2, "")
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_exception_is_recorded_not_retried(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"bad": {"behavior": "raise"}}, seeds=1)
+    assert _run(cli, executor, "--max-attempts", "3").exit_code == 1
+    assert _states(toy)["bad-s0"] == ("failed", 1, "RuntimeError: toy failure requested")
+    log = (toy.runs_dir / "toy-v1" / "bad-s0" / "log.txt").read_text()
+    assert "Traceback" in log and "toy failure requested" in log
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_timeout_is_recorded(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"slow": {"sleepSeconds": 60}}, seeds=1)
+    start = time.monotonic()
+    assert _run(cli, executor, "--timeout", "2").exit_code == 1
+    assert time.monotonic() - start < 40
+    state, attempts, reason = _states(toy)["slow-s0"]
+    assert state == "timeout" and attempts == 1 and "2 s" in reason
+
+
+def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"a": {"sleepSeconds": 0.4}, "b": {"sleepSeconds": 0.4}}, seeds=4)
+    env = {**os.environ, "CLT_ROOT": str(toy.root), "PYTHONPATH": str(REPO)}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "from cltoolkit.cli import main; main()", "run", "-p", "toy-v1", "--workers", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    folder = toy.runs_dir / "toy-v1"
+    deadline = time.monotonic() + 60
+    while len(list(folder.glob("*/record.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait()
+    time.sleep(1.5)  # an orphaned worker notices within a second and stops
+    finished = {p.parent.name: p.read_bytes() for p in folder.glob("*/record.json")}
+    assert 2 <= len(finished) < 8
+    for data in finished.values():
+        json.loads(data)  # atomic writes: nothing half written
+    out = cli("run", "-p", "toy-v1", "--workers", "2")
+    assert out.exit_code == 0, out.output
+    assert f"{len(finished)} already completed" in out.output
+    states = _states(toy)
+    assert len(states) == 8 and all(s[0] == "completed" for s in states.values())
+    for rid, data in finished.items():
+        assert (folder / rid / "record.json").read_bytes() == data  # not recomputed
+    status = json.loads(cli("status", "-p", "toy-v1", "--json").output)
+    assert status["counts"]["completed"] == 8
+
+
+def test_status_shows_partial_and_missing(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"a": {}}, seeds=3)
+    assert cli("run", "-p", "toy-v1", "--seeds", "0").exit_code == 0
+    (toy.runs_dir / "toy-v1" / "a-s1").mkdir()
+    (toy.runs_dir / "toy-v1" / "a-s1" / "record.json").write_text('{"recordVersion": 1, "runId": ')  # half written
+    status = json.loads(cli("status", "-p", "toy-v1", "--json").output)
+    states = {r["runId"]: r["state"] for r in status["runs"]}
+    assert states == {"a-s0": "completed", "a-s1": "partial", "a-s2": "missing"}
+    rows = cli("status", "-p", "toy-v1").output.splitlines()
+    assert rows[2].split() == ["a", "ok", "P", "."]
+    out = cli("run", "-p", "toy-v1")
+    assert out.exit_code == 0 and "redoing a-s1: unreadable record" in out.output
