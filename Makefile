@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,6 +19,7 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/clt protocol verify
 	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m dist
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''

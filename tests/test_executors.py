@@ -25,6 +25,24 @@ from tests.toy_suite import COMPONENTS, toy_protocol
 EXECUTORS = ["local", pytest.param("ray", marks=pytest.mark.dist)]
 
 
+@pytest.fixture(scope="module")
+def ray_cluster():  # type: ignore[no-untyped-def]
+    """One local Ray cluster (2 CPUs, offline, no dashboard, no usage statistics) for the module's Ray tests."""
+    ray = pytest.importorskip("ray")
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["PYTHONPATH"] = str(REPO)  # workers import the tests' toy suite
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(params=EXECUTORS)
+def executor(request: pytest.FixtureRequest) -> str:
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
+    return str(request.param)
+
+
 @pytest.fixture
 def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     root = tmp_path / "proj"
@@ -63,7 +81,6 @@ def _run(cli, executor: str, *extra: str):  # type: ignore[no-untyped-def]
     return cli("run", "-p", "toy-v1", "--executor", executor, "--workers", "2", *extra)
 
 
-@pytest.mark.parametrize("executor", EXECUTORS)
 def test_success_and_resume(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
     _protocol(toy, {"a": {}, "b": {}})
     out = _run(cli, executor)
@@ -81,7 +98,6 @@ def test_success_and_resume(toy, cli, executor) -> None:  # type: ignore[no-unty
             assert path.read_bytes() == data  # finished runs are never recomputed
 
 
-@pytest.mark.parametrize("executor", EXECUTORS)
 def test_killed_run_leaves_neighbours_finishing(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
     _protocol(toy, {"good": {"sleepSeconds": 0.3}, "killer": {"behavior": "kill"}}, seeds=2)
     out = _run(cli, executor, "--max-attempts", "2")
@@ -94,14 +110,12 @@ def test_killed_run_leaves_neighbours_finishing(toy, cli, executor) -> None:  # 
         assert "signal" in reason or "died" in reason
 
 
-@pytest.mark.parametrize("executor", EXECUTORS)
 def test_crash_once_is_retried_and_counted(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
     _protocol(toy, {"flaky": {"behavior": "kill-once"}}, seeds=1)
     assert _run(cli, executor).exit_code == 0
     assert _states(toy)["flaky-s0"] == ("completed", 2, "")
 
 
-@pytest.mark.parametrize("executor", EXECUTORS)
 def test_exception_is_recorded_not_retried(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
     _protocol(toy, {"bad": {"behavior": "raise"}}, seeds=1)
     assert _run(cli, executor, "--max-attempts", "3").exit_code == 1
@@ -110,7 +124,6 @@ def test_exception_is_recorded_not_retried(toy, cli, executor) -> None:  # type:
     assert "Traceback" in log and "toy failure requested" in log
 
 
-@pytest.mark.parametrize("executor", EXECUTORS)
 def test_timeout_is_recorded(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
     _protocol(toy, {"slow": {"sleepSeconds": 60}}, seeds=1)
     start = time.monotonic()
@@ -161,3 +174,30 @@ def test_status_shows_partial_and_missing(toy, cli) -> None:  # type: ignore[no-
     assert rows[2].split() == ["a", "ok", "P", "."]
     out = cli("run", "-p", "toy-v1")
     assert out.exit_code == 0 and "redoing a-s1: unreadable record" in out.output
+
+
+@pytest.mark.dist
+def test_ray_gpu_request_without_gpus_fails_fast(toy, cli, ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"a": {}}, seeds=1)
+    start = time.monotonic()
+    out = cli("run", "-p", "toy-v1", "--executor", "ray", "--gpus-per-run", "1")
+    assert out.exit_code == 1 and time.monotonic() - start < 30
+    assert "request 1 GPU(s) each but the Ray cluster has 0; nothing was started" in out.output
+    assert not list(toy.runs_dir.glob("toy-v1/*/record.json"))
+
+
+def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    _protocol(toy, {"a": {}}, seeds=1)
+    out = cli("run", "-p", "toy-v1", "--executor", "ray")
+    assert out.exit_code == 2 and "the ray executor needs Ray: pip install 'clt[ray]'" in out.output
+    assert not list(toy.runs_dir.glob("toy-v1/*"))  # nothing half made

@@ -30,6 +30,8 @@ class ToyParams(Strict):
     behavior: Literal["ok", "raise", "kill", "kill-once", "sleep"] = "ok"
     """Executor contract tests: raise an exception, SIGKILL the process (always / on the first attempt), sleep."""
     sleepSeconds: float = 0.0
+    busySeconds: float = 0.0
+    """CPU-bound busy loop (executor benchmarks)."""
 
 
 class ToyMethod(Method):
@@ -82,6 +84,9 @@ class ToySuite(Suite):
             os.kill(os.getpid(), signal.SIGKILL)
         if params.sleepSeconds:
             time.sleep(params.sleepSeconds)
+        end = time.process_time() + params.busySeconds
+        while time.process_time() < end:
+            sum(i * i for i in range(1000))
         rng = np.random.default_rng([spec.seed, sum(map(ord, spec.comparison))])
         scores = {t: float(rng.normal(params.mean, params.sd)) for t in protocol.tasks}
         tasks = protocol.tasks
