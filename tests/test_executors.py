@@ -201,3 +201,28 @@ def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch)
     out = cli("run", "-p", "toy-v1", "--executor", "ray")
     assert out.exit_code == 2 and "the ray executor needs Ray: pip install 'clt[ray]'" in out.output
     assert not list(toy.runs_dir.glob("toy-v1/*"))  # nothing half made
+
+
+def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=6)
+    env = {**os.environ, "CLT_ROOT": str(toy.root), "PYTHONPATH": str(REPO)}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "from cltoolkit.cli import main; main()", "run", "-p", "toy-v1", "--workers", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    folder = toy.runs_dir / "toy-v1"
+    deadline = time.monotonic() + 60
+    while not list(folder.glob("*/record.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the next runs have started
+    driver.send_signal(signal.SIGINT)
+    output, _ = driver.communicate(timeout=60)
+    assert driver.returncode != 0
+    assert "Traceback" not in output
+    states = _states(toy)
+    assert {s[0] for s in states.values()} <= {"completed", "interrupted"}
+    assert any(s[0] == "interrupted" for s in states.values()) and any(s[0] == "completed" for s in states.values())
+    done = sum(1 for s in states.values() if s[0] == "completed")
+    out = cli("run", "-p", "toy-v1", "--workers", "2")
+    assert out.exit_code == 0 and f"{done} already completed" in out.output
+    assert all(s[0] == "completed" for s in _states(toy).values())
