@@ -95,6 +95,10 @@ class Suite(ABC):
             for seed in st.seeds
         ]
 
+    def split_manifest(self, protocol: ProtocolBase) -> dict[str, Any] | None:
+        """The realized split manifest written beside the lock at freeze (`registry/locks/<id>.splits.json`)."""
+        return None
+
     def cells(self, protocol: ProtocolBase) -> list[str | None]:
         """Grid cells (e.g. family x distance); [None] where the suite has none."""
         return [None]

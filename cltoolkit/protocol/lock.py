@@ -160,6 +160,9 @@ def freeze(project: Project, protocol_id: str, *, now: datetime.datetime | None 
         schemaVersion=SCHEMA_VERSION,
         toolkitVersion=__version__,
     )
+    manifest = suite.split_manifest(loaded.model)
+    if manifest is not None:
+        write_json(project.locks_dir / f"{loaded.id}.splits.json", manifest)
     atomic_write_bytes(_snapshot_path(project, loaded.id), canonical_bytes(loaded.document) + b"\n")
     write_json(project.lock_path(loaded.id), lock.model_dump(mode="json"))
     from cltoolkit.planning import freeze_power_warnings

@@ -73,3 +73,9 @@ class Nav4Protocol(ProtocolBase):
     """The calibration clause: how pilots may revise the draft before freezing."""
     methodNotes: list[dict[str, str]] = Field(default_factory=list)
     """The plan's method statements (title, text)."""
+
+    def task_order(self, order: str | None) -> list[str]:
+        """Task ids in training order: the named task order, else the environment's order."""
+        if order is None:
+            return [t.id for t in self.environment.tasks]
+        return list(next(o.tasks for o in self.seeds.taskOrders if o.id == order))

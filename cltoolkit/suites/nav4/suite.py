@@ -1,22 +1,22 @@
-"""The `nav4` suite: its protocol model and method declarations.
-
-Declared so that `nav4-v1` validates as a draft; running it (environments, agents, driver, analysis) is the
-nav4 suite issue's work, and until then `clt run` refuses with a message saying so.
-"""
+"""The `nav4` suite: protocol model, method declarations, the freeze-time duplicate-layout check and the driver
+(environments in `env.py`, agents in `agent.py`, the run in `driver.py`, analysis in `analysis.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
 from cltoolkit.components import Method, Suite
-from cltoolkit.errors import Problem, Refusal
+from cltoolkit.errors import Problem
 from cltoolkit.protocol._base import Strict
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.suites.nav4.models import Nav4Protocol
+
+if TYPE_CHECKING:
+    from cltoolkit.run.spec import RunOutput, RunSpec
 
 __all__ = ["AgentParams", "Nav4Suite", "ReplayParams", "Sequential", "UniformReplay"]
 
@@ -119,7 +119,8 @@ class Nav4Suite(Suite):
 
     name = "nav4"
     protocol_model = Nav4Protocol
-    summary = "four-task 9x9 navigation diagnostic (draft: not runnable yet)"
+    analysis = "nav4"
+    summary = "four-task 9x9 MiniGrid navigation diagnostic (PPO agents, replay, references)"
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
         assert isinstance(protocol, Nav4Protocol)
@@ -132,17 +133,42 @@ class Nav4Suite(Suite):
                 yield Problem("/seeds/splits", f"missing generator seed range for split {split!r}")
 
     def freeze_checks(self, protocol: ProtocolBase, document_path: Path) -> Iterable[Problem]:
-        return [
-            Problem(
-                "/safeguards",
-                "the duplicate-layout check needs the nav4 environments, which are not implemented yet; "
-                "nav4 protocols cannot be frozen before they are",
-            )
-        ]
+        """Refuse when a final-test layout duplicates a training or validation layout (fingerprints)."""
+        from cltoolkit.suites.nav4.layouts import split_manifest
+
+        assert isinstance(protocol, Nav4Protocol)
+        try:
+            self._manifest = split_manifest(protocol)
+        except ValueError as exc:  # too few distinct layouts in a seed range
+            return [Problem("/seeds/splits", str(exc))]
+        problems = []
+        for task, entry in self._manifest["tasks"].items():
+            for key, other in (("testInTrain", "training"), ("testInValidation", "validation")):
+                if entry[key]:
+                    problems.append(Problem(
+                        "/seeds/splits",
+                        f"{task}: final-test layouts of seeds {entry[key][:5]} duplicate {other} layouts "
+                        f"({len(entry[key])} in all); change the seed ranges",
+                    ))
+        return problems
+
+    def split_manifest(self, protocol: ProtocolBase) -> dict[str, object] | None:
+        manifest = getattr(self, "_manifest", None)
+        if manifest is None:
+            from cltoolkit.suites.nav4.layouts import split_manifest
+
+            assert isinstance(protocol, Nav4Protocol)
+            manifest = split_manifest(protocol)
+        return manifest
 
     def tasks(self, protocol: ProtocolBase) -> list[str]:
         assert isinstance(protocol, Nav4Protocol)
         return [t.id for t in protocol.environment.tasks]
 
-    def execute(self, protocol: ProtocolBase, spec: object, workdir: Path) -> object:  # type: ignore[override]
-        raise Refusal("the nav4 suite cannot run yet: its environments and agents are not implemented")
+    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+        from cltoolkit.run.spec import RunOutput
+        from cltoolkit.suites.nav4.driver import run
+
+        assert isinstance(protocol, Nav4Protocol)
+        out = run(protocol, spec.comparison, spec.seed, spec.order, workdir)
+        return RunOutput(metrics=out["metrics"], budget=out["budget"], precision="float32")

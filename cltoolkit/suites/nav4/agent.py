@@ -1,0 +1,332 @@
+"""The nav4 learning agent: PPO with a small CNN on the egocentric full-grid observation, batched over
+environments, plus the replay variants (reservoir replay, and replay with behaviour and value cloning of the old
+policy, CLEAR-style). Imports torch: only the worker process of a nav4 run loads this module.
+
+Ledger conventions (the budget clauses compare them): `environmentSteps` counts training interactions only;
+evaluation episodes go to `evaluationSteps`. Every optimizer step is counted once: a step whose minibatch mixes
+new and replayed samples counts its new share as a gradient update and its replayed share as a replay update, so
+`gradientUpdates + replayUpdates` equals the optimizer steps for every method; `replaySamples` counts replayed
+samples drawn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, Nav4Env
+
+__all__ = ["Agent", "Ledger", "Net", "Reservoir", "VecTasks", "evaluate", "state_checksum"]
+
+TOGGLE = ACTIONS.index(5)
+
+
+class Net(nn.Module):
+    """Small CNN: three 3x3 convolutions (16, 32, 32; the last two with stride 2), a 128-unit layer, policy
+    logits over the five actions and a value head."""
+
+    def __init__(self, canvas: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(len(CHANNELS), 16, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            n = self.body(torch.zeros(1, len(CHANNELS), canvas, canvas)).shape[1]
+        self.hidden = nn.Sequential(nn.Linear(n, 128), nn.ReLU())
+        self.policy = nn.Linear(128, len(ACTIONS))
+        self.value = nn.Linear(128, 1)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.hidden(self.body(obs.float()))
+        return self.policy(h), self.value(h).squeeze(-1)
+
+
+@dataclass
+class Ledger:
+    environmentSteps: int = 0
+    evaluationSteps: int = 0
+    gradientUpdates: float = 0.0
+    replayUpdates: float = 0.0
+    replaySamples: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"environmentSteps": self.environmentSteps, "evaluationSteps": self.evaluationSteps,
+                "gradientUpdates": round(self.gradientUpdates), "replayUpdates": round(self.replayUpdates),
+                "replaySamples": self.replaySamples}
+
+
+class VecTasks:
+    """`n` environments stepped together; each episode starts on a fresh layout drawn from `layout_seeds`.
+    Tasks are assigned round-robin from `tasks` (one task for sequential phases, all four for joint training)."""
+
+    def __init__(self, tasks: Sequence[str], n: int, layout_seeds: Sequence[int], rng: np.random.Generator,
+                 size: int, max_steps: int, min_path: int, bonus: tuple[float, float] = (0.0, 0.0)) -> None:
+        self.envs = [Nav4Env(tasks[i % len(tasks)], size=size, max_steps=max_steps, min_path=min_path) for i in range(n)]
+        self.seeds = np.asarray(layout_seeds)
+        self.rng = rng
+        self.bonus = bonus
+        self.bonused = np.zeros((n, 2), dtype=bool)
+        self.obs = np.stack([e.reset(seed=self._seed())[0] for e in self.envs])
+
+    def _seed(self) -> int:
+        return int(self.seeds[self.rng.integers(len(self.seeds))])
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[bool]]:
+        """Returns observations, training rewards (task reward + subgoal bonus), done flags and, per finished
+        episode, its success on the task's own reward."""
+        rewards = np.zeros(len(self.envs), dtype=np.float32)
+        dones = np.zeros(len(self.envs), dtype=bool)
+        successes: list[bool] = []
+        for i, (env, a) in enumerate(zip(self.envs, actions, strict=True)):
+            had_key = env.carrying is not None
+            obs, r, term, trunc, info = env.step(int(a))
+            bonus = 0.0
+            if not had_key and env.carrying is not None and not self.bonused[i, 0]:
+                self.bonused[i, 0] = True
+                bonus += self.bonus[0]
+            if int(a) == TOGGLE and not self.bonused[i, 1]:
+                front = env.grid.get(*env.front_pos)
+                if front is not None and front.type == "door" and front.is_open:
+                    self.bonused[i, 1] = True
+                    bonus += self.bonus[1]
+            rewards[i] = r + bonus
+            if term or trunc:
+                dones[i] = True
+                successes.append(bool(info["success"]))
+                self.bonused[i] = False
+                obs, _ = env.reset(seed=self._seed())
+            self.obs[i] = obs
+        return self.obs, rewards, dones, successes
+
+
+class Reservoir:
+    """Fixed-capacity reservoir sample over every transition offered (uniform over all tasks seen)."""
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], rng: np.random.Generator) -> None:
+        self.capacity = capacity
+        self.rng = rng
+        self.seen = 0
+        self.obs = np.zeros((capacity, *obs_shape), dtype=np.uint8)
+        self.actions = np.zeros(capacity, dtype=np.int64)
+        self.logp = np.zeros(capacity, dtype=np.float32)
+        self.adv = np.zeros(capacity, dtype=np.float32)
+        self.ret = np.zeros(capacity, dtype=np.float32)
+        self.value = np.zeros(capacity, dtype=np.float32)
+        self.logits = np.zeros((capacity, len(ACTIONS)), dtype=np.float32)
+        self.task = np.zeros(capacity, dtype=np.int8)
+
+    def __len__(self) -> int:
+        return min(self.seen, self.capacity)
+
+    def offer(self, batch: dict[str, np.ndarray], task_index: np.ndarray) -> None:
+        for k in range(len(batch["actions"])):
+            self.seen += 1
+            slot = self.seen - 1 if self.seen <= self.capacity else int(self.rng.integers(self.seen))
+            if slot < self.capacity:
+                self.obs[slot] = batch["obs"][k]
+                self.actions[slot] = batch["actions"][k]
+                self.logp[slot] = batch["logp"][k]
+                self.adv[slot] = batch["adv"][k]
+                self.ret[slot] = batch["ret"][k]
+                self.value[slot] = batch["value"][k]
+                self.logits[slot] = batch["logits"][k]
+                self.task[slot] = task_index[k]
+
+    def sample(self, n: int) -> dict[str, np.ndarray]:
+        idx = self.rng.integers(len(self), size=n)
+        return {"obs": self.obs[idx], "actions": self.actions[idx], "logp": self.logp[idx], "adv": self.adv[idx],
+                "ret": self.ret[idx], "value": self.value[idx], "logits": self.logits[idx]}
+
+    def contents(self) -> dict[str, int]:
+        """Transitions held per task index (disclosed)."""
+        held = self.task[: len(self)]
+        return {str(t): int((held == t).sum()) for t in np.unique(held)}
+
+
+def state_checksum(net: nn.Module, memory: Reservoir | None) -> str:
+    """SHA-256 over the network parameters and the replay memory: evaluation must leave it unchanged."""
+    h = hashlib.sha256()
+    for p in net.state_dict().values():
+        h.update(p.detach().cpu().numpy().tobytes())
+    if memory is not None:
+        h.update(memory.obs[: len(memory)].tobytes())
+        h.update(memory.actions[: len(memory)].tobytes())
+        h.update(str(memory.seen).encode())
+    return h.hexdigest()
+
+
+@dataclass
+class Agent:
+    """PPO (clipped surrogate, GAE, entropy bonus) with optional replay mixed into every minibatch."""
+
+    params: Any
+    canvas: int
+    seed: int
+    replay: bool = False
+    cloning: float = 0.0
+    net: Net = field(init=False)
+    memory: Reservoir | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        torch.manual_seed(self.seed)
+        self.rng = np.random.default_rng([self.seed, 7])
+        self.eval_rng = np.random.default_rng([self.seed, 11])  # evaluation never shifts training randomness
+        self.net = Net(self.canvas)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=self.params.learningRate, eps=1e-5)
+        if self.replay:
+            self.memory = Reservoir(self.params.capacity, (len(CHANNELS), self.canvas, self.canvas), self.rng)
+
+    def parameters_count(self) -> int:
+        return sum(p.numel() for p in self.net.parameters())
+
+    def act(self, obs: np.ndarray, greedy: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        with torch.no_grad():
+            logits, value = self.net(torch.from_numpy(obs))
+            if greedy:
+                actions = logits.argmax(-1)
+            else:
+                actions = torch.distributions.Categorical(logits=logits).sample()
+            logp = torch.log_softmax(logits, -1).gather(1, actions[:, None]).squeeze(1)
+        return actions.numpy(), logp.numpy(), value.numpy(), logits.numpy()
+
+    def train(self, vec: VecTasks, steps: int, ledger: Ledger, task_index: Callable[[int], int],
+              on_iteration: Callable[[int], None] | None = None) -> list[float]:
+        """Collect `steps` interactions (rounded up to whole rollouts) and update after each rollout.
+        Returns the training success rate per rollout (episodes finished in it)."""
+        p = self.params
+        n, t_len = len(vec.envs), p.rolloutSteps
+        iterations = math.ceil(steps / (n * t_len))
+        curve = []
+        for it in range(iterations):
+            obs_buf = np.zeros((t_len, n, *vec.obs.shape[1:]), dtype=np.uint8)
+            act_buf = np.zeros((t_len, n), dtype=np.int64)
+            logp_buf = np.zeros((t_len, n), dtype=np.float32)
+            val_buf = np.zeros((t_len + 1, n), dtype=np.float32)
+            rew_buf = np.zeros((t_len, n), dtype=np.float32)
+            done_buf = np.zeros((t_len, n), dtype=np.float32)
+            logit_buf = np.zeros((t_len, n, len(ACTIONS)), dtype=np.float32)
+            successes: list[bool] = []
+            for t in range(t_len):
+                obs_buf[t] = vec.obs
+                a, lp, v, lg = self.act(vec.obs)
+                act_buf[t], logp_buf[t], val_buf[t], logit_buf[t] = a, lp, v, lg
+                _, r, d, s = vec.step(a)
+                rew_buf[t], done_buf[t] = r, d
+                successes += s
+            ledger.environmentSteps += n * t_len
+            val_buf[t_len] = self.act(vec.obs)[2]
+            adv = np.zeros((t_len, n), dtype=np.float32)
+            last = np.zeros(n, dtype=np.float32)
+            for t in reversed(range(t_len)):
+                nonterminal = 1.0 - done_buf[t]
+                delta = rew_buf[t] + p.gamma * val_buf[t + 1] * nonterminal - val_buf[t]
+                last = delta + p.gamma * p.gaeLambda * nonterminal * last
+                adv[t] = last
+            batch = {
+                "obs": obs_buf.reshape(-1, *obs_buf.shape[2:]), "actions": act_buf.reshape(-1),
+                "logp": logp_buf.reshape(-1), "adv": adv.reshape(-1), "ret": (adv + val_buf[:t_len]).reshape(-1),
+                "value": val_buf[:t_len].reshape(-1), "logits": logit_buf.reshape(-1, len(ACTIONS)),
+            }
+            tasks = np.array([task_index(i % n) for i in range(n)] * t_len, dtype=np.int8)
+            if self.memory is not None:
+                self.memory.offer(batch, tasks)
+            self._update(batch, ledger)
+            curve.append(float(np.mean(successes)) if successes else 0.0)
+            if on_iteration is not None:
+                on_iteration(it)
+        return curve
+
+    def _update(self, batch: dict[str, np.ndarray], ledger: Ledger) -> None:
+        p = self.params
+        size = len(batch["actions"])
+        mb = size // p.minibatches
+        n_replay = round(mb * p.replayFraction / (1 - p.replayFraction)) if self.memory is not None else 0
+        for _ in range(p.epochs):
+            order = self.rng.permutation(size)
+            for k in range(p.minibatches):
+                idx = order[k * mb : (k + 1) * mb]
+                new = {key: torch.from_numpy(v[idx]) for key, v in batch.items()}
+                loss = self._ppo_loss(new, normalize=True)
+                share_new = 1.0
+                if n_replay and self.memory is not None and len(self.memory) > 0:
+                    old = {key: torch.from_numpy(v) for key, v in self.memory.sample(n_replay).items()}
+                    loss = loss + self._replay_loss(old)
+                    share_new = mb / (mb + n_replay)
+                    ledger.replaySamples += n_replay
+                self.opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.net.parameters(), p.maxGradNorm)
+                self.opt.step()
+                ledger.gradientUpdates += share_new
+                ledger.replayUpdates += 1.0 - share_new
+
+    def _ppo_loss(self, b: dict[str, torch.Tensor], normalize: bool) -> torch.Tensor:
+        p = self.params
+        logits, value = self.net(b["obs"])
+        logp_all = torch.log_softmax(logits, -1)
+        logp = logp_all.gather(1, b["actions"][:, None]).squeeze(1)
+        adv = b["adv"]
+        if normalize and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        ratio = torch.exp(logp - b["logp"])
+        policy = -torch.min(ratio * adv, torch.clamp(ratio, 1 - p.clip, 1 + p.clip) * adv).mean()
+        value_loss = 0.5 * (value - b["ret"]).pow(2).mean()
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        return policy + p.valueCoef * value_loss - p.entropyCoef * entropy
+
+    def _replay_loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Replayed samples: the clipped surrogate with their stored behaviour probabilities and advantages; with
+        cloning > 0, plus KL(old policy || current) and value cloning towards the stored values (CLEAR-style)."""
+        loss = self._ppo_loss(b, normalize=True)
+        if self.cloning > 0:
+            logits, value = self.net(b["obs"])
+            old = torch.log_softmax(b["logits"], -1)
+            kl = (old.exp() * (old - torch.log_softmax(logits, -1))).sum(-1).mean()
+            loss = loss + self.cloning * (kl + 0.5 * (value - b["value"]).pow(2).mean())
+        return loss
+
+
+def evaluate(agent: Agent, task: str, layout_seeds: Sequence[int], greedy: bool, ledger: Ledger, *, size: int,
+             max_steps: int, min_path: int, batch: int = 16) -> float:
+    """Held-out success on the given layouts (one episode each). Never updates the model or the memory: the
+    parameters and the replay memory are checksummed around it and a change is an error."""
+    before = state_checksum(agent.net, agent.memory)
+    agent.net.eval()
+    wins = 0
+    seeds = list(layout_seeds)
+    with torch.inference_mode():
+        for start in range(0, len(seeds), batch):
+            chunk = seeds[start : start + batch]
+            envs = [Nav4Env(task, size=size, max_steps=max_steps, min_path=min_path) for _ in chunk]
+            obs = np.stack([e.reset(seed=s)[0] for e, s in zip(envs, chunk, strict=True)])
+            alive = np.ones(len(envs), dtype=bool)
+            while alive.any():
+                logits, _ = agent.net(torch.from_numpy(obs))
+                if greedy:
+                    actions = logits.argmax(-1).numpy()
+                else:
+                    g = torch.Generator().manual_seed(int(agent.eval_rng.integers(2**31)))
+                    actions = torch.multinomial(torch.softmax(logits, -1), 1, generator=g).squeeze(1).numpy()
+                for i, env in enumerate(envs):
+                    if not alive[i]:
+                        continue
+                    o, _, term, trunc, info = env.step(int(actions[i]))
+                    ledger.evaluationSteps += 1
+                    obs[i] = o
+                    if term or trunc:
+                        alive[i] = False
+                        wins += int(info["success"])
+    agent.net.train()
+    if state_checksum(agent.net, agent.memory) != before:
+        raise RuntimeError("evaluation changed the model or the replay memory")
+    return wins / max(1, len(seeds))

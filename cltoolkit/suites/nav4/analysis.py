@@ -1,0 +1,123 @@
+"""nav4 analysis: the replicate is one run's success rate; metrics come from its success matrix (training order).
+
+Sequential-family runs have a square matrix (phase x task). References record one row: joint training after its
+single phase, specialists each on their own task; for them immediate and final success are that row, and the
+retention metrics are undefined (left out, never filled with zeros)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cltoolkit.components import Analysis
+from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.run.record import RunRecord
+from cltoolkit.run.spec import replicate_key
+from cltoolkit.suites.nav4 import metrics as m
+
+__all__ = ["Nav4Analysis", "run_values"]
+
+_VALUE = {
+    m.ImmediateAverageSuccess.id: m.ImmediateAverageSuccess.value,
+    m.FinalAverageSuccess.id: m.FinalAverageSuccess.value,
+    m.RetentionLoss.id: m.RetentionLoss.value,
+    m.BackwardTransfer.id: m.BackwardTransfer.value,
+    m.Forgetting.id: m.Forgetting.value,
+}
+
+
+def _matrix(rec: RunRecord) -> tuple[list[str], list[str], np.ndarray] | None:
+    sm = rec.metrics.get("successMatrix")
+    if not isinstance(sm, dict):
+        return None
+    return list(sm["tasks"]), list(sm["phases"]), np.asarray(sm["values"], dtype=float)  # type: ignore[arg-type]
+
+
+def run_values(rec: RunRecord, metric: str, scope: str) -> float | None:
+    """One run's value of `metric` (for `each-task` metrics, on task `scope`); None where undefined."""
+    parsed = _matrix(rec)
+    if parsed is None:
+        return None
+    tasks, phases, r = parsed
+    square = r.shape[0] == r.shape[1] == len(tasks) and phases == tasks
+    if metric == m.ImmediateSuccess.id:
+        if scope not in tasks:
+            return None
+        j = tasks.index(scope)
+        return float(r[j, j] if square else r[0, j])
+    if square:
+        return float(_VALUE[metric](r)) if metric in _VALUE else None
+    if metric in (m.ImmediateAverageSuccess.id, m.FinalAverageSuccess.id):
+        return float(np.mean(r[0]))
+    return None
+
+
+class Nav4Analysis(Analysis):
+    def replicates(
+        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+    ) -> dict[str, dict[str, float]]:
+        out: dict[str, float] = {}
+        for rec in records:
+            if rec.spec.comparison != comparison:
+                continue
+            value = run_values(rec, metric, scope)
+            if value is not None:
+                out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = value
+        return {scope: out}
+
+    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
+        comps: dict[str, Any] = {}
+        for comp in protocol.comparisons:
+            recs = [r for r in records if r.spec.comparison == comp.id and _matrix(r) is not None]
+            if not recs:
+                continue
+            tasks = _matrix(recs[0])[0]  # type: ignore[index]
+            per_task = {}
+            for task in tasks:
+                imm = [run_values(r, m.ImmediateSuccess.id, task) for r in recs]
+                fin = []
+                for r in recs:
+                    t, _, mat = _matrix(r)  # type: ignore[misc]
+                    fin.append(float(mat[-1, t.index(task)]))
+                per_task[task] = {
+                    "immediate": imm, "final": fin,
+                    "forgetting": [None if i is None else max(0.0, i - f) for i, f in zip(imm, fin, strict=True)],
+                }
+            metric_values = {mid: [run_values(r, mid, "aggregate") for r in recs] for mid in _VALUE}
+            comps[comp.id] = {
+                "role": comp.role, "runs": [r.runId for r in recs], "perTask": per_task, "metrics": metric_values,
+                "parameters": sorted({r.budget.parameters for r in recs if r.budget.parameters}),
+                "memory": next((r.metrics.get("memory") for r in recs if r.metrics.get("memory")), None),
+                "trainingSeconds": [r.metrics.get("trainingSeconds") for r in recs],
+                "evaluationPolicy": protocol.evaluation.policy,  # type: ignore[attr-defined]
+            }
+        return {"comparisons": comps, "note": "Success is scored on each task's own reward on final-test layouts; "
+                "references (joint, specialists) have other data-access assumptions and are reported apart."}
+
+    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+        comps = summaries.get("comparisons", {})
+        if not comps:
+            return ""
+        lines = ["## Per-task success (final-test layouts; per run, in seed order)", ""]
+        for cid, c in comps.items():
+            lines += [f"**{cid}** ({c['role']}; {len(c['runs'])} runs; {c['evaluationPolicy']} policy)", "",
+                      "| task | immediate (after its own phase) | final (end of stream) | forgetting max(0, immediate - final) |",
+                      "|---|---|---|---|"]
+            for task, v in c["perTask"].items():
+                fmt = lambda xs: ", ".join("-" if x is None else f"{x:.2f}" for x in xs)  # noqa: E731
+                lines.append(f"| {task} | {fmt(v['immediate'])} | {fmt(v['final'])} | {fmt(v['forgetting'])} |")
+            lines.append("")
+        lines += ["Disclosures from the records:", ""]
+        for cid, c in comps.items():
+            mem = c["memory"]
+            mem_text = "none" if not mem else (f"capacity {mem['capacity']} transitions, {mem['held']} held at the end "
+                                               f"(offered {mem['offered']}); per task index {mem['perTaskIndex']} "
+                                               f"(tasks {mem['tasks']})")
+            secs = [s for s in c["trainingSeconds"] if s is not None]
+            lines.append(f"- {cid}: {c['parameters']} trainable parameters; replay memory {mem_text}; training + "
+                         f"evaluation wall-clock per run {', '.join(f'{s:.0f} s' for s in secs)}.")
+        lines.append("- Tuning effort: hyperparameters as declared in the protocol's comparisons; no search was run "
+                     "beyond the calibration the protocol describes.")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,136 @@
+"""nav4: environments (solvable, non-trivial, fingerprinted, egocentric and fully observed), evaluation that
+cannot change the agent, the duplicate-layout freeze check, and a smoke test of the whole path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("minigrid")
+pytest.importorskip("torch")
+
+import gymnasium as gym  # noqa: E402
+
+from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, TASKS, Nav4Env, fingerprint, solution  # noqa: E402
+from tests.conftest import REPO, read, write  # noqa: E402
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_layouts_are_solvable_and_the_planner_matches_minigrid(task: str) -> None:
+    env = Nav4Env(task)
+    for seed in range(25):
+        env.reset(seed=seed)
+        plan = solution(env.grid, env.agent_pos, env.agent_dir)
+        assert plan is not None and len(plan) == env.solution_length >= env.min_path
+        for action in plan:  # the breadth-first plan, replayed in MiniGrid itself, reaches the goal
+            _, reward, terminated, truncated, info = env.step(action)
+        assert terminated and info["success"] and reward > 0
+
+
+def test_layout_is_a_function_of_task_and_seed() -> None:
+    a, b = Nav4Env("combined"), Nav4Env("combined")
+    a.reset(seed=123)
+    b.reset(seed=123)
+    assert a.fingerprint == b.fingerprint
+    b.reset(seed=124)
+    assert a.fingerprint != b.fingerprint
+    assert a.fingerprint == fingerprint("combined", a.grid.encode(), a.agent_pos, a.agent_dir)
+    assert Nav4Env("goal").reset(seed=5)[1]["layoutSeed"] == 5
+
+
+def test_observation_is_egocentric_full_grid_with_task_cue() -> None:
+    env = Nav4Env("key")
+    obs, _ = env.reset(seed=3)
+    assert obs.shape == (len(CHANNELS), 15, 15) and obs.dtype == np.uint8
+    assert obs[CHANNELS.index("task-key")].all() and not obs[CHANNELS.index("task-goal")].any()
+    for _ in range(12):  # whatever the heading, the cell ahead of the agent is the one above the centre
+        front = env.grid.get(*env.front_pos)
+        ahead = {c: obs[i, 6, 7] for i, c in enumerate(CHANNELS[:7])}
+        expected = "wall" if front is not None and front.type == "wall" else None
+        if expected:
+            assert ahead["wall"] == 1
+        elif front is None:
+            assert not any(ahead.values())
+        obs, *_ = env.step(int(np.random.default_rng(_).integers(2)))  # turn
+    assert obs[CHANNELS.index("key")].sum() == 1 and obs[CHANNELS.index("goal")].sum() == 1
+
+
+def test_registered_with_gymnasium() -> None:
+    env = gym.make("clt/Nav4-hazards-v0")
+    obs, info = env.reset(seed=0)
+    assert info["task"] == "hazards" and env.action_space.n == len(ACTIONS)
+    env.close()
+
+
+def test_evaluation_cannot_change_the_agent() -> None:
+    from cltoolkit.suites.nav4.agent import Agent, Ledger, evaluate, state_checksum
+    from cltoolkit.suites.nav4.suite import ReplayParams
+
+    doc = read(REPO / "protocols" / "nav4-v1.json")
+    params = ReplayParams.model_validate(doc["comparisons"][2]["hyperparameters"], strict=False)
+    agent = Agent(params, 15, 0, replay=True, cloning=1.0)
+    before = state_checksum(agent.net, agent.memory)
+    ledger = Ledger()
+    evaluate(agent, "goal", [2_000_000, 2_000_001], False, ledger, size=9, max_steps=100, min_path=4)
+    assert state_checksum(agent.net, agent.memory) == before and ledger.environmentSteps == 0
+    assert ledger.evaluationSteps > 0
+    with np.errstate(all="ignore"):
+        next(agent.net.parameters()).data.add_(1.0)  # the checksum sees a parameter change
+    assert state_checksum(agent.net, agent.memory) != before
+
+
+def _tiny(doc: dict, budget: int = 256) -> dict:  # type: ignore[type-arg]
+    doc["budget"]["interactionsPerTask"] = budget
+    for comp in doc["comparisons"]:
+        comp["hyperparameters"].update({"envs": 4, "rolloutSteps": 32, "epochs": 1, "minibatches": 2})
+        if "capacity" in comp["hyperparameters"]:
+            comp["hyperparameters"]["capacity"] = 500
+    doc["evaluation"].update({"episodesPerTask": 4, "curvePoints": 1, "curveEpisodes": 2})
+    doc["seeds"]["splits"] = {"train": {"start": 0, "stop": 50}, "validation": {"start": 1_000_000, "stop": 1_000_010},
+                              "test": {"start": 2_000_000, "stop": 2_000_020}}
+    return doc
+
+
+def test_freeze_refuses_test_layouts_seen_in_training(project, cli) -> None:  # type: ignore[no-untyped-def]
+    path = project.protocol_path("nav4-v1")
+    doc = _tiny(read(path))
+    doc["environment"]["tasks"] = [t for t in doc["environment"]["tasks"] if t["id"] == "goal"]
+    doc["seeds"]["taskOrders"] = [{"id": "o1", "tasks": ["goal"]}]
+    for stage in doc["seeds"]["stages"]:
+        stage["orders"] = ["o1"]
+    doc["seeds"]["splits"]["train"] = {"start": 0, "stop": 3000}  # goal layouts repeat across seeds
+    doc["seeds"]["splits"]["test"] = {"start": 2_000_000, "stop": 2_000_200}
+    doc["evaluation"]["episodesPerTask"] = 100
+    write(path, doc)
+    out = cli("protocol", "freeze", "nav4-v1")
+    assert out.exit_code == 1 and "goal: final-test layouts of seeds" in out.output and "duplicate training layouts" in out.output
+    assert not project.lock_path("nav4-v1").exists()
+
+
+def test_smoke_pilot_freeze_run_report(project, cli) -> None:  # type: ignore[no-untyped-def]
+    path = project.protocol_path("nav4-v1")
+    doc = _tiny(read(path))
+    doc["seeds"]["stages"][0]["seeds"] = [0, 1]
+    write(path, doc)
+    out = cli("run", "-p", "nav4-v1", "--pilot", "--workers", "2")
+    assert out.exit_code == 0, out.output
+    assert cli("protocol", "freeze", "nav4-v1").exit_code == 0
+    manifest = json.loads((project.root / "registry" / "locks" / "nav4-v1.splits.json").read_text())
+    assert manifest["tasks"]["key"]["testInTrain"] == [] and len(manifest["tasks"]["key"]["test"]["fingerprints"]) == 4
+    out = cli("run", "-p", "nav4-v1", "--workers", "2")
+    assert out.exit_code == 0, out.output
+    res = json.loads(cli("report", "-p", "nav4-v1", "--json").output)
+    assert res["runs"]["completed"] == res["runs"]["planned"] == 10
+    checks = {c["quantity"]: c["ok"] for c in res["budgetChecks"]}
+    assert checks == {"environmentSteps": True, "totalUpdates": True}  # replay updates counted, totals matched
+    gates = {g["id"]: g for g in res["gates"]}
+    assert {h["scope"] for h in gates["new-task"]["hypotheses"]} == {"goal", "key", "hazards", "combined"}
+    assert all(g["decision"] in ("pass", "fail", "reported") for g in gates.values())
+    md = (project.root / "reports" / "nav4-v1" / "report.md").read_text()
+    assert "**sequential** (baseline; 2 runs; sampled policy)" in md
+    assert "| goal | " in md and "forgetting max(0, immediate - final)" in md
+    html = (project.root / "reports" / "nav4-v1" / "report.html").read_text()
+    assert "Per-task matrix: sequential / o1" in html and "Curves:" in html
