@@ -31,8 +31,10 @@ from minigrid.minigrid_env import MiniGridEnv
 __all__ = [
     "ACTIONS",
     "CHANNELS",
+    "EgocentricWrapper",
     "TASKS",
     "Nav4Env",
+    "egocentric_obs",
     "fingerprint",
     "layout",
     "register_envs",
@@ -98,33 +100,54 @@ class Nav4Env(MiniGridEnv):
 
     def gen_obs(self) -> np.ndarray:  # type: ignore[override]
         """The egocentric full-grid observation (replaces MiniGrid's partial view, which is never computed)."""
-        enc = self.grid.encode()  # (W, H, 3): object, colour, state
-        size = self.width
-        canvas = 2 * size - 3
-        x, y = self.agent_pos
-        obj = np.full((canvas, canvas), _WALL, dtype=np.uint8)
-        state = np.zeros((canvas, canvas), dtype=np.uint8)
-        ox, oy = size - 2 - x, size - 2 - y
-        obj[oy : oy + size, ox : ox + size] = enc[:, :, 0].T
-        state[oy : oy + size, ox : ox + size] = enc[:, :, 2].T
-        k = _ROT[self.agent_dir]
-        obj, state = np.rot90(obj, k), np.rot90(state, k)
-        door = obj == _DOOR
-        out = np.empty((len(CHANNELS), canvas, canvas), dtype=np.uint8)
-        out[0] = obj == _WALL
-        out[1] = door & (state == 2)
-        out[2] = door & (state == 1)
-        out[3] = door & (state == 0)
-        out[4] = obj == _KEY
-        out[5] = obj == _GOAL
-        out[6] = obj == _LAVA
-        out[7] = self.carrying is not None and self.carrying.type == "key"
-        out[8:] = self._cue
-        return out
+        return egocentric_obs(self, self._cue)
 
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.task, self.grid.encode(), self.agent_pos, self.agent_dir)
+
+
+def egocentric_obs(env: MiniGridEnv, cue: np.ndarray) -> np.ndarray:
+    """The full grid of any MiniGrid environment re-centred on the agent and rotated to its heading, on a wall-padded
+    (2 * size - 3)^2 canvas, as the nav4 channels (`cue`: the task-cue planes, shape (4, canvas, canvas))."""
+    enc = env.grid.encode()  # (W, H, 3): object, colour, state
+    size = max(env.width, env.height)
+    canvas = 2 * size - 3
+    x, y = env.agent_pos
+    obj = np.full((canvas, canvas), _WALL, dtype=np.uint8)
+    state = np.zeros((canvas, canvas), dtype=np.uint8)
+    ox, oy = size - 2 - x, size - 2 - y
+    obj[oy : oy + env.height, ox : ox + env.width] = enc[:, :, 0].T
+    state[oy : oy + env.height, ox : ox + env.width] = enc[:, :, 2].T
+    k = _ROT[env.agent_dir]
+    obj, state = np.rot90(obj, k), np.rot90(state, k)
+    door = obj == _DOOR
+    out = np.empty((len(CHANNELS), canvas, canvas), dtype=np.uint8)
+    out[0] = obj == _WALL
+    out[1] = door & (state == 2)
+    out[2] = door & (state == 1)
+    out[3] = door & (state == 0)
+    out[4] = obj == _KEY
+    out[5] = obj == _GOAL
+    out[6] = obj == _LAVA
+    out[7] = env.carrying is not None and env.carrying.type == "key"
+    out[8:] = cue
+    return out
+
+
+class EgocentricWrapper(gym.ObservationWrapper):  # type: ignore[type-arg]
+    """The nav4 observation for any MiniGrid environment (benchmarks compare environments through it)."""
+
+    def __init__(self, env: gym.Env, task: str = "goal") -> None:  # type: ignore[type-arg]
+        super().__init__(env)
+        base = env.unwrapped
+        canvas = 2 * max(base.width, base.height) - 3
+        self._cue = np.zeros((len(TASKS), canvas, canvas), dtype=np.uint8)
+        self._cue[TASKS.index(task)] = 1
+        self.observation_space = gym.spaces.Box(0, 1, shape=(len(CHANNELS), canvas, canvas), dtype=np.uint8)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        return egocentric_obs(self.env.unwrapped, self._cue)
 
 
 def fingerprint(task: str, encoded: np.ndarray, pos: Any, heading: int) -> str:
