@@ -17,7 +17,10 @@ from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.suites.nav4 import metrics as m
 
-__all__ = ["Nav4Analysis", "run_values"]
+__all__ = ["METRICS", "Nav4Analysis", "matrix_value", "run_values"]
+
+METRICS = (m.ImmediateSuccess.id, m.ImmediateAverageSuccess.id, m.FinalAverageSuccess.id, m.RetentionLoss.id,
+           m.BackwardTransfer.id, m.Forgetting.id)
 
 _VALUE = {
     m.ImmediateAverageSuccess.id: m.ImmediateAverageSuccess.value,
@@ -40,7 +43,11 @@ def run_values(rec: RunRecord, metric: str, scope: str) -> float | None:
     parsed = _matrix(rec)
     if parsed is None:
         return None
-    tasks, phases, r = parsed
+    return matrix_value(*parsed, metric, scope)
+
+
+def matrix_value(tasks: list[str], phases: list[str], r: np.ndarray, metric: str, scope: str) -> float | None:
+    """A metric of one success matrix (rows: phases, columns: tasks in training order)."""
     square = r.shape[0] == r.shape[1] == len(tasks) and phases == tasks
     if metric == m.ImmediateSuccess.id:
         if scope not in tasks:

@@ -96,8 +96,17 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
     else:
         raise ValueError(f"nav4 cannot run method {comp.method!r}")
     memory = models[0].memory
+    from cltoolkit.suites.nav4.analysis import METRICS, matrix_value
+
+    r = np.asarray(matrix, dtype=float)
+    scores: dict[str, Any] = {METRICS[0]: {t: matrix_value(tasks, phases, r, METRICS[0], t) for t in tasks}}
+    for mid in METRICS[1:]:
+        value = matrix_value(tasks, phases, r, mid, "aggregate")
+        if value is not None:  # undefined for references: left out, never zero-filled
+            scores[mid] = value
     return {
         "metrics": {
+            **scores,
             "successMatrix": {"tasks": list(tasks), "phases": phases, "values": matrix},
             "curves": curves,
             "evaluation": {"policy": protocol.evaluation.policy, "episodesPerTask": {t: len(v) for t, v in tests.items()}},
