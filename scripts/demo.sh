@@ -28,4 +28,18 @@ d = json.loads(p.read_text()); d["systems"]["true"]["a"] = 0.96
 p.write_text(json.dumps(d, indent=2) + "\n")
 PY
 "$clt" protocol verify || echo "(verify failed as it should)"
-echo "demo done; the full report is reports/ladder-v1/report.html in this repository"
+
+echo "== a short nav4 PILOT (draft protocol, budget cut to 4,096 interactions per task for the demo; never reported)"
+python3 - <<'PY'
+import json, pathlib
+p = pathlib.Path("protocols/nav4-v1.json")
+d = json.loads(p.read_text())
+d["budget"]["interactionsPerTask"] = 4096
+for c in d["comparisons"]:
+    c["hyperparameters"].update({"envs": 8, "rolloutSteps": 64, "epochs": 2})
+d["evaluation"].update({"episodesPerTask": 20, "curvePoints": 2, "curveEpisodes": 10})
+p.write_text(json.dumps(d, indent=2) + "\n")
+PY
+"$clt" run --protocol nav4-v1 --pilot --stage pilot --seeds 100 --methods sequential,candidate --workers 2
+"$clt" status --protocol nav4-v1 --pilot --stage pilot --scores
+echo "demo done; the full reports are reports/ladder-v1/report.html and reports/sessions-v1/report.html in this repository"

@@ -90,9 +90,10 @@ def register(app: typer.Typer) -> None:
         protocol: Annotated[str, typer.Option("--protocol", "-p", help="Protocol id or path.")],
         stage: Annotated[str | None, typer.Option("--stage", help="Stage id (default: the first).")] = None,
         pilot: Annotated[bool, typer.Option("--pilot", help="The pilot store of the current content.")] = False,
+        scores: Annotated[bool, typer.Option("--scores", help="Also each completed run's raw declared scores.")] = False,
         json_out: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
-        """The grid (comparison x cell x order x seed) with each run's state."""
+        """The grid (comparison x cell x order x seed) with each run's state (and raw scores: never results)."""
         from cltoolkit.run.status import STATE_LETTERS, grid_status
 
         grid = grid_status(project(), protocol, stage=stage, pilot=pilot)
@@ -111,3 +112,17 @@ def register(app: typer.Typer) -> None:
         for label, states in rows.items():
             typer.echo(f"{label:<{width}}  " + " ".join(f"{states.get(s, ' '):>3}" for s in seeds))
         typer.echo("legend: " + ", ".join(f"{v} {k}" for k, v in STATE_LETTERS.items()))
+        if scores:
+            label = "PILOT runs: raw per-run scores for planning, never results" if pilot else (
+                "raw per-run scores (results come only from `clt report`)")
+            typer.echo(f"\n{label}")
+            for run in grid["runs"]:
+                if run["scores"]:
+                    parts = []
+                    for key, value in run["scores"].items():
+                        if isinstance(value, dict):
+                            value = "{" + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items()) + "}"
+                        elif isinstance(value, float):
+                            value = f"{value:.3f}"
+                        parts.append(f"{key.split('.', 1)[-1]} {value}")
+                    typer.echo(f"  {run['runId']}: " + "; ".join(parts))

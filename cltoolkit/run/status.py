@@ -39,6 +39,7 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
     suite = regs.suite.get(loaded.model.suite)()
     st = loaded.model.stage(stage)
     runs = []
+    declared = {m.id for m in loaded.model.metrics}
     for point in suite.plan(loaded.model, st.id):
         rec = scan.records.get(point.run_id)
         if rec is not None and rec.protocol.sha256 != digest:
@@ -49,8 +50,9 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
             state, reason, attempts = "partial", broken[point.run_id], 0
         else:
             state, reason, attempts = "missing", "", 0
+        scores = {k: v for k, v in rec.metrics.items() if k in declared} if rec is not None and state == "completed" else {}
         runs.append({"runId": point.run_id, "comparison": point.comparison, "cell": point.cell, "order": point.order,
-                     "seed": point.seed, "state": state, "reason": reason, "attempts": attempts})
+                     "seed": point.seed, "state": state, "reason": reason, "attempts": attempts, "scores": scores})
     counts = {state: sum(1 for r in runs if r["state"] == state) for state in STATE_LETTERS}
-    return {"protocol": loaded.id, "sha256": digest, "stage": st.id, "store": str(store.folder),
+    return {"protocol": loaded.id, "sha256": digest, "stage": st.id, "store": str(store.folder), "pilot": pilot,
             "seeds": sorted({r["seed"] for r in runs}), "counts": counts, "runs": runs}
