@@ -29,6 +29,25 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project
     reset_registries()
 
 
+@pytest.fixture
+def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
+    """A scratch project whose components file registers the tests' toy suite (workers find it via PYTHONPATH)."""
+    from cltoolkit.registry import registries
+    from tests.toy_suite import COMPONENTS
+
+    root = tmp_path / "toyproj"
+    (root / "protocols").mkdir(parents=True)
+    (root / "registry" / "locks").mkdir(parents=True)
+    write(root / "registry" / "components.json", COMPONENTS)
+    monkeypatch.setenv("CLT_ROOT", str(root))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.chdir(root)
+    reset_registries()
+    registries(root / "registry" / "components.json")
+    yield Project(root)
+    reset_registries()
+
+
 class Cli:
     def __init__(self) -> None:
         self.runner = CliRunner()

@@ -10,17 +10,15 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cltoolkit.project import Project
 from cltoolkit.protocol.lock import freeze
-from cltoolkit.registry import registries, reset_registries
 from cltoolkit.run.store import RunStore
 from tests.conftest import REPO, write
-from tests.toy_suite import COMPONENTS, toy_protocol
+from tests.toy_suite import toy_protocol
 
 EXECUTORS = ["local", pytest.param("ray", marks=pytest.mark.dist)]
 
@@ -43,21 +41,6 @@ def executor(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    root = tmp_path / "proj"
-    (root / "protocols").mkdir(parents=True)
-    (root / "registry" / "locks").mkdir(parents=True)
-    write(root / "registry" / "components.json", COMPONENTS)
-    monkeypatch.setenv("CLT_ROOT", str(root))
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.chdir(root)
-    reset_registries()
-    registries(root / "registry" / "components.json")
-    yield Project(root)
-    reset_registries()
-
-
 def _protocol(project: Project, behaviors: dict[str, dict[str, Any]], seeds: int = 3) -> None:
     doc = toy_protocol(seeds=seeds)
     doc["comparisons"] = [
@@ -75,6 +58,19 @@ def _states(project: Project) -> dict[str, tuple[str, int, str]]:
     scan = RunStore(project.runs_dir, "toy-v1").scan()
     assert not scan.broken, scan.broken
     return {rid: (r.status.state, r.status.attempts, r.status.reason) for rid, r in scan.records.items()}
+
+
+def _driver(project: Project, workers: int, **popen: Any) -> subprocess.Popen:  # type: ignore[type-arg]
+    """`clt run -p toy-v1` in its own process (so it can be killed or interrupted)."""
+    env = {**os.environ, "CLT_ROOT": str(project.root), "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-c", "from cltoolkit.cli import main; main()", "run", "-p", "toy-v1", "--workers", str(workers)]
+    return subprocess.Popen(cmd, env=env, **popen)
+
+
+def _wait_for_records(project: Project, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while len(list((project.runs_dir / "toy-v1").glob("*/record.json"))) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _run(cli, executor: str, *extra: str):  # type: ignore[no-untyped-def]
@@ -135,15 +131,9 @@ def test_timeout_is_recorded(toy, cli, executor) -> None:  # type: ignore[no-unt
 
 def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:  # type: ignore[no-untyped-def]
     _protocol(toy, {"a": {"sleepSeconds": 0.4}, "b": {"sleepSeconds": 0.4}}, seeds=4)
-    env = {**os.environ, "CLT_ROOT": str(toy.root), "PYTHONPATH": str(REPO)}
-    driver = subprocess.Popen(
-        [sys.executable, "-c", "from cltoolkit.cli import main; main()", "run", "-p", "toy-v1", "--workers", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    driver = _driver(toy, 1, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     folder = toy.runs_dir / "toy-v1"
-    deadline = time.monotonic() + 60
-    while len(list(folder.glob("*/record.json"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_for_records(toy, 2)
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
     time.sleep(1.5)  # an orphaned worker notices within a second and stops
@@ -205,15 +195,8 @@ def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch)
 
 def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> None:  # type: ignore[no-untyped-def]
     _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=6)
-    env = {**os.environ, "CLT_ROOT": str(toy.root), "PYTHONPATH": str(REPO)}
-    driver = subprocess.Popen(
-        [sys.executable, "-c", "from cltoolkit.cli import main; main()", "run", "-p", "toy-v1", "--workers", "2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    folder = toy.runs_dir / "toy-v1"
-    deadline = time.monotonic() + 60
-    while not list(folder.glob("*/record.json")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _wait_for_records(toy, 1)
     time.sleep(0.3)  # the next runs have started
     driver.send_signal(signal.SIGINT)
     output, _ = driver.communicate(timeout=60)

@@ -80,7 +80,7 @@ def test_manifest_hash_names_the_realized_split() -> None:
 
 def test_preprocessing_fitted_on_test_rows_is_caught() -> None:
     x = np.random.default_rng(0).normal(size=(50, 2))
-    train, test = np.arange(35), np.arange(35, 50)
+    train = np.arange(35)
     Standardizer().fit(x, train).check(train)
     leaky = Standardizer("scaler").fit(x, np.arange(50))  # fitted on every row, test rows included
     with pytest.raises(CheckFailed, match=r"'scaler' was fitted on 15 row\(s\) outside the training rows \(35, 36"):

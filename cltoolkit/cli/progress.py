@@ -32,7 +32,14 @@ class RunProgress:
         if self.quiet or not self.live or total == 0:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(
             TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),

@@ -42,8 +42,8 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """Run a protocol's grid (skipping finished runs) and write one record per run."""
-        from cltoolkit.errors import InputError
         from cltoolkit.cli.progress import RunProgress
+        from cltoolkit.errors import InputError
         from cltoolkit.run.runner import RunSummary, Selection, run_protocol
 
         try:

@@ -7,7 +7,6 @@ refuses a store holding another hash of the same protocol id.
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass, field
 from pathlib import Path
 

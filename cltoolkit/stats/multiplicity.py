@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+
 from cltoolkit.stats._dist import t_ppf, t_sf
 
 __all__ = ["HolmBounds", "benjamini_hochberg", "holm", "holm_simultaneous_lower_bounds"]

@@ -7,6 +7,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+
 from cltoolkit.stats._dist import signed_rank_p, t_ppf, t_sf
 
 __all__ = ["OneSided", "TTest", "one_sided_t", "sign_flip_p", "t_interval", "tost", "two_sided_t", "wilcoxon_p"]

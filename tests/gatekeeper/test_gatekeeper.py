@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -14,29 +13,11 @@ from cltoolkit.gatekeeper.gatekeeper import report_protocol
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.lock import freeze
-from cltoolkit.registry import reset_registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.runner import Selection, run_protocol
 from cltoolkit.run.store import RunStore
-from tests.conftest import REPO, read, write
-from tests.toy_suite import COMPONENTS, toy_protocol
-
-
-@pytest.fixture
-def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    root = tmp_path / "toyproj"
-    (root / "protocols").mkdir(parents=True)
-    (root / "registry" / "locks").mkdir(parents=True)
-    write(root / "registry" / "components.json", COMPONENTS)
-    monkeypatch.setenv("CLT_ROOT", str(root))
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.chdir(root)
-    reset_registries()
-    from cltoolkit.registry import registries
-
-    registries(root / "registry" / "components.json")
-    yield Project(root)
-    reset_registries()
+from tests.conftest import read, write
+from tests.toy_suite import toy_protocol
 
 
 def _setup(project: Project, doc: dict | None = None, frozen: bool = True) -> None:  # type: ignore[type-arg]

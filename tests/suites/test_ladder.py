@@ -108,8 +108,8 @@ def test_shipped_results_reproduce(tmp_path: Path) -> None:
     committed = read(REPO / "protocols" / "ladder-v1.json")
     if committed.get("results") is None:
         pytest.skip("ladder-v1 not reported yet")
-    from cltoolkit.project import Project
     from cltoolkit.gatekeeper.gatekeeper import gatekeep
+    from cltoolkit.project import Project
 
     _, results, _ = gatekeep(Project(REPO), "ladder-v1")
     assert results.model_dump(mode="json")["summaries"] == committed["results"]["summaries"]

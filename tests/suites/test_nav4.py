@@ -4,7 +4,6 @@ cannot change the agent, the duplicate-layout freeze check, and a smoke test of 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
