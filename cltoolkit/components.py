@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["Analysis", "Executor", "Method", "Metric", "Suite"]
 
 
-class Method(ABC):  # noqa: B024 - a marker base with declared class attributes
+class Method(ABC):
     """A method a suite can run. `Params` validates the comparison's `hyperparameters`."""
 
     suite: ClassVar[str]
@@ -33,7 +33,7 @@ class Method(ABC):  # noqa: B024 - a marker base with declared class attributes
     """One line for `clt list`."""
 
 
-class Metric(ABC):  # noqa: B024
+class Metric(ABC):
     """A registered, versioned metric; its docstring gives the formula and inputs."""
 
     id: ClassVar[str]
@@ -138,5 +138,5 @@ class Executor(ABC):
     ) -> Iterator[ExecutionResult]:
         """Run every job; call `on_start` as each begins; yield one result per job as it finishes."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release what the executor holds (clusters it started); called by the driver at the end."""

@@ -122,7 +122,7 @@ def _hypotheses(
             values = None
             if not reason and analysis is not None:
                 mv = analysis.replicates(protocol, records_of.get(gate.method, []), gate.metric, gate.method, scope).get(scope, {})
-                def kept(comp: str) -> set[str]:
+                def kept(comp: str, planned: dict[str, list[GridPoint]] = planned) -> set[str]:
                     return {replicate_key(p.seed, p.order, p.cell) for p in planned[comp] if p.run_id not in excluded}
 
                 keys = sorted(kept(gate.method) & kept(gate.reference) if gate.reference else kept(gate.method))

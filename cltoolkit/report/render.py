@@ -91,7 +91,7 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         *_split_lines(records),
         f"- Budget declared: {p.budget.fairness or '-'}",
         f"- Search record: hyperparameters as declared in the protocol's comparisons; {len(p.comparisons)} comparison(s).",
-        f"- Exclusions: {len(r.exclusions) and 'see above' or 'none'}; every planned run is listed above.",
+        f"- Exclusions: {(len(r.exclusions) and 'see above') or 'none'}; every planned run is listed above.",
         "- Compute: see the table below (measured, analytical counts and estimates kept apart).",
         f"- Disclosures declared: {'; '.join(p.disclosures) or '-'}.",
         f"- Outside scope: {'; '.join(p.outsideScope) or '-'}.",

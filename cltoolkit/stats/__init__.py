@@ -28,9 +28,9 @@ from cltoolkit.stats.power import n_exact_t, n_normal, power_t, tost_power
 
 __all__ = [
     "AGGREGATES",
-    "aggregate",
     "OneSided",
     "TTest",
+    "aggregate",
     "benjamini_hochberg",
     "holm",
     "holm_simultaneous_lower_bounds",

@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("minigrid")
 pytest.importorskip("torch")
 
-import gymnasium as gym  # noqa: E402
+import gymnasium as gym
 
-from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, TASKS, Nav4Env, fingerprint, solution  # noqa: E402
-from tests.conftest import REPO, read, write  # noqa: E402
+from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, TASKS, Nav4Env, fingerprint, solution
+from tests.conftest import REPO, read, write
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -25,7 +25,7 @@ def test_layouts_are_solvable_and_the_planner_matches_minigrid(task: str) -> Non
         plan = solution(env.grid, env.agent_pos, env.agent_dir)
         assert plan is not None and len(plan) == env.solution_length >= env.min_path
         for action in plan:  # the breadth-first plan, replayed in MiniGrid itself, reaches the goal
-            _, reward, terminated, truncated, info = env.step(action)
+            _, reward, terminated, _, info = env.step(action)
         assert terminated and info["success"] and reward > 0
 
 
@@ -59,7 +59,7 @@ def test_observation_is_egocentric_full_grid_with_task_cue() -> None:
 
 def test_registered_with_gymnasium() -> None:
     env = gym.make("clt/Nav4-hazards-v0")
-    obs, info = env.reset(seed=0)
+    _, info = env.reset(seed=0)
     assert info["task"] == "hazards" and env.action_space.n == len(ACTIONS)
     env.close()
 

@@ -31,8 +31,8 @@ from minigrid.minigrid_env import MiniGridEnv
 __all__ = [
     "ACTIONS",
     "CHANNELS",
-    "EgocentricWrapper",
     "TASKS",
+    "EgocentricWrapper",
     "Nav4Env",
     "egocentric_obs",
     "fingerprint",

@@ -169,7 +169,7 @@ class SessionsAnalysis(Analysis):
         if sets:
             fig, axes = plt.subplots(1, len(sets), figsize=(3.2 * len(sets), 3.4), sharey=False, squeeze=False)
             for ax, s in zip(axes[0], sets, strict=True):
-                for i, (comp, entry) in enumerate(s["perMethod"].items()):
+                for i, (_comp, entry) in enumerate(s["perMethod"].items()):
                     vals = list(entry["values"].values())
                     ax.plot(np.full(len(vals), i) + np.linspace(-0.12, 0.12, len(vals)), vals, "o", ms=3, alpha=0.6)
                     ax.plot([i - 0.25, i + 0.25], [entry["aggregate"]] * 2, "k-", lw=2)
