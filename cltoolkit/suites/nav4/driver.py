@@ -19,6 +19,10 @@ __all__ = ["run"]
 SEQUENTIAL = {"nav4.sequential": (False, 0.0), "nav4.uniform-replay": (True, 0.0), "nav4.replay-cloning": (True, None)}
 
 
+def _log(line: str) -> None:
+    print(line, flush=True)  # the run's log.txt
+
+
 def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, workdir: Path) -> dict[str, Any]:
     import torch
 
@@ -71,6 +75,8 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
             hook = curve_hook(agent, task, vec, f"{task} (phase {i + 1})", iterations)
             agent.train(vec, budget, ledger, lambda _k, i=i: i, on_iteration=hook)
             matrix.append([evaluate(agent, t, tests[t], greedy, ledger, **kw) for t in tasks])
+            _log(f"phase {i + 1} ({task}) done after {time.monotonic() - start:.0f} s: test success "
+                 + ", ".join(f"{t} {v:.2f}" for t, v in zip(tasks, matrix[-1], strict=True)))
         phases = list(tasks)
         models = [agent]
     elif comp.method == "nav4.joint":
@@ -92,6 +98,7 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
             agent.train(vec, budget, ledger, lambda _k, i=i: i, on_iteration=hook)
             row.append(evaluate(agent, task, tests[task], greedy, ledger, **kw))
             models.append(agent)
+            _log(f"{task} specialist done after {time.monotonic() - start:.0f} s: test success {row[-1]:.2f}")
         matrix, phases = [row], ["specialists"]
     else:
         raise ValueError(f"nav4 cannot run method {comp.method!r}")
