@@ -114,8 +114,8 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:  # type: ignore[no
     doc = _tiny(read(path))
     doc["seeds"]["stages"][0]["seeds"] = [0, 1]
     write(path, doc)
-    out = cli("run", "-p", "nav4-v1", "--pilot", "--workers", "2")
-    assert out.exit_code == 0, out.output
+    out = cli("run", "-p", "nav4-v1", "--pilot", "--methods", "sequential", "--seeds", "0")
+    assert out.exit_code == 0 and "PILOT nav4-v1" in out.output, out.output
     assert cli("protocol", "freeze", "nav4-v1").exit_code == 0
     manifest = json.loads((project.root / "registry" / "locks" / "nav4-v1.splits.json").read_text())
     assert manifest["tasks"]["key"]["testInTrain"] == [] and len(manifest["tasks"]["key"]["test"]["fingerprints"]) == 4
