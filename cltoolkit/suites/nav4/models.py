@@ -71,6 +71,8 @@ class Nav4Protocol(ProtocolBase):
     """Held-out evaluation."""
     calibration: str
     """The calibration clause: how pilots may revise the draft before freezing."""
+    calibrationRecord: str = ""
+    """What the pilot found and what was revised because of it (written before freezing)."""
     methodNotes: list[dict[str, str]] = Field(default_factory=list)
     """The plan's method statements (title, text)."""
 
