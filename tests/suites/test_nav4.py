@@ -93,19 +93,41 @@ def _tiny(doc: dict, budget: int = 256) -> dict:  # type: ignore[type-arg]
     return doc
 
 
-def test_freeze_refuses_test_layouts_seen_in_training(project, cli) -> None:  # type: ignore[no-untyped-def]
+def _goal_only(project, train_stop: int) -> None:  # type: ignore[no-untyped-def]
     path = project.protocol_path("nav4-v1")
     doc = _tiny(read(path))
     doc["environment"]["tasks"] = [t for t in doc["environment"]["tasks"] if t["id"] == "goal"]
     doc["seeds"]["taskOrders"] = [{"id": "o1", "tasks": ["goal"]}]
     for stage in doc["seeds"]["stages"]:
         stage["orders"] = ["o1"]
-    doc["seeds"]["splits"]["train"] = {"start": 0, "stop": 3000}  # goal layouts repeat across seeds
-    doc["seeds"]["splits"]["test"] = {"start": 2_000_000, "stop": 2_000_200}
+    doc["seeds"]["splits"]["train"] = {"start": 0, "stop": train_stop}  # goal layouts repeat across seeds
+    doc["seeds"]["splits"]["test"] = {"start": 2_000_000, "stop": 2_000_400}
     doc["evaluation"]["episodesPerTask"] = 100
     write(path, doc)
+
+
+def test_held_out_layouts_skip_layouts_seen_in_training(project, cli) -> None:  # type: ignore[no-untyped-def]
+    _goal_only(project, 3000)
+    assert cli("protocol", "freeze", "nav4-v1").exit_code == 0
+    manifest = json.loads((project.root / "registry" / "locks" / "nav4-v1.splits.json").read_text())
+    goal = manifest["tasks"]["goal"]
+    assert goal["testInTrain"] == [] and goal["testInValidation"] == [] and goal["validationInTrain"] == []
+    assert goal["test"]["skippedAsSeen"] > 0 and len(set(goal["test"]["fingerprints"])) == 100
+
+
+def test_freeze_refuses_test_layouts_seen_in_training(project, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from cltoolkit.suites.nav4 import layouts
+
+    _goal_only(project, 50)
+    real = layouts.held_out_layouts
+
+    def leaky(protocol, task):  # type: ignore[no-untyped-def]
+        held = real(protocol, task)
+        return {**held, "test": [0, *held["test"][1:]]}  # seed 0 is a training layout
+
+    monkeypatch.setattr(layouts, "held_out_layouts", leaky)
     out = cli("protocol", "freeze", "nav4-v1")
-    assert out.exit_code == 1 and "goal: final-test layouts of seeds" in out.output and "duplicate training layouts" in out.output
+    assert out.exit_code == 1 and "goal: final-test layouts of seeds [0] duplicate training layouts" in out.output
     assert not project.lock_path("nav4-v1").exists()
 
 
@@ -132,4 +154,4 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:  # type: ignore[no
     assert "**sequential** (baseline; 2 runs; sampled policy)" in md
     assert "| goal | " in md and "forgetting max(0, immediate - final)" in md
     html = (project.root / "reports" / "nav4-v1" / "report.html").read_text()
-    assert "Per-task matrix: sequential / o1" in html and "Curves:" in html
+    assert "Per-task matrix: sequential / o" in html and "Curves:" in html

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cltoolkit.suites.nav4.layouts import layout_pool, test_layouts, validation_layouts
+from cltoolkit.suites.nav4.layouts import cached_held_out, layout_pool
 from cltoolkit.suites.nav4.models import Nav4Protocol
 
 __all__ = ["run"]
@@ -41,8 +41,9 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
     greedy = protocol.evaluation.policy == "greedy"
     budget = protocol.budget.interactionsPerTask or 0
     pool = layout_pool(protocol, "train")
-    tests = {t: test_layouts(protocol, t) for t in tasks}
-    vals = {t: validation_layouts(protocol, t) for t in tasks}
+    held = cached_held_out(protocol, workdir.parent)
+    tests = {t: list(held[t]["test"]) for t in tasks}
+    vals = {t: list(held[t]["validation"]) for t in tasks}
     bonus = (params.subgoalBonus.keyPickup, params.subgoalBonus.doorOpen)
     ledger = Ledger()
     rng = np.random.default_rng([seed, 1])
