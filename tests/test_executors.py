@@ -209,3 +209,15 @@ def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> N
     out = cli("run", "-p", "toy-v1", "--workers", "2")
     assert out.exit_code == 0 and f"{done} already completed" in out.output
     assert all(s[0] == "completed" for s in _states(toy).values())
+
+
+def test_sigterm_stops_the_grid_like_ctrl_c(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=4)
+    driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _wait_for_records(toy, 1)
+    time.sleep(0.3)
+    driver.terminate()
+    output, _ = driver.communicate(timeout=60)
+    assert driver.returncode != 0 and "Traceback" not in output
+    states = _states(toy)
+    assert "interrupted" in {s[0] for s in states.values()} and "completed" in {s[0] for s in states.values()}

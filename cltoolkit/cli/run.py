@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +12,10 @@ import typer
 from cltoolkit.cli._common import command, print_json, project
 
 __all__ = ["register"]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -62,6 +67,11 @@ def register(app: typer.Typer) -> None:
             progress.begin(summary.planned - summary.skipped)
 
         options = {"address": address} if address else {}
+        # SIGTERM (schedulers, `kill`) stops a grid like Ctrl-C: running runs are recorded as interrupted; and
+        # Ctrl-C works even when the shell started `clt run` in the background with SIGINT ignored
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             summary = run_protocol(
                 project(), protocol, pilot=pilot, stage=stage, sets=sets or (), selection=selection, workers=workers,
@@ -71,6 +81,8 @@ def register(app: typer.Typer) -> None:
             )
         finally:
             progress.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         counts = summary.counts()
         if json_out:
             print_json({"protocol": summary.protocol, "sha256": summary.sha256, "pilot": summary.pilot,
