@@ -108,7 +108,7 @@ def curve_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
                 if isinstance(curve, dict) and "x" in curve and "y" in curve:
                     by_name.setdefault(name, {}).setdefault(label, []).append(curve)
     figs = []
-    for name, groups in list(by_name.items())[:8]:
+    for name, groups in list(by_name.items())[:16]:
         fig = Figure(figsize=(6.5, 3))
         FigureCanvasAgg(fig)
         ax = fig.subplots()
