@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.lock import read_lock
 from tests.conftest import read, write
@@ -43,8 +45,15 @@ def test_freeze_refuses_invalid(cli, project) -> None:  # type: ignore[no-untype
 
 
 def test_freeze_refuses_failing_safeguards(cli, project) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("minigrid")
+    path = project.protocol_path("nav4-v1")
+    doc = read(path)
+    doc["seeds"]["splits"]["train"] = {"start": 0, "stop": 50}
+    doc["seeds"]["splits"]["test"] = {"start": 2_000_000, "stop": 2_000_003}  # too few layouts to hold out 100
+    write(path, doc)
     result = cli("protocol", "freeze", "nav4-v1")
     assert result.exit_code == 1 and "safeguard checks fail" in result.output
+    assert "/seeds/splits: the test seed range holds fewer than 100 distinct" in result.output
     result = cli("protocol", "freeze", "wmf-v1")
     assert result.exit_code == 1 and "/comparisons: nothing to run" in result.output
 
