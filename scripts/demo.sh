@@ -9,6 +9,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/registry/locks"
 cp -r "$here/protocols" "$work/"
 cp "$here"/registry/locks/*.json "$work/registry/locks/"
+rm -f "$work"/registry/locks/nav4-v1.*  # the scratch nav4-v1 is a draft: the demo cuts its budget for a quick pilot
 cd "$work"
 python3 - <<'PY'
 import json, pathlib
@@ -29,7 +30,7 @@ p.write_text(json.dumps(d, indent=2) + "\n")
 PY
 "$clt" protocol verify || echo "(verify failed as it should)"
 
-echo "== a short nav4 PILOT (draft protocol, budget cut to 4,096 interactions per task for the demo; never reported)"
+echo "== a short nav4 PILOT (a draft copy with the budget cut to 4,096 interactions per task; pilots are never reported)"
 python3 - <<'PY'
 import json, pathlib
 p = pathlib.Path("protocols/nav4-v1.json")
