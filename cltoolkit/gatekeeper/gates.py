@@ -33,6 +33,7 @@ class Hypothesis:
     interval: tuple[float | None, float | None] | None = None
     perm_p: float | None = None
     wilcoxon: float | None = None
+    sign_p: float | None = None
     decision: str = "not-evaluable"
     keys: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -57,6 +58,8 @@ def _prepare(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> Non
         h.delta = h.sign * margin
     else:
         h.delta = 0.0
+    if g.test in ("lower-bound", "upper-bound"):
+        h.sign_p = stats.sign_test_p(x, h.delta, int(h.sign))
     if g.reference is not None:
         h.perm_p, _ = stats.sign_flip_p(
             x, h.delta, exact_up_to=plan.permutation.exactUpTo, draws=plan.permutation.monteCarloDraws, rng=rng
@@ -140,6 +143,7 @@ def _gate_result(g: Gate, hyps: list[Hypothesis]) -> GateResult:
             pValue=h.p,
             pAdjusted=h.p_adj,
             permutationP=h.perm_p,
+            signTestP=h.sign_p,
             wilcoxonP=h.wilcoxon,
             decision=h.decision,  # type: ignore[arg-type]
             reason=h.reason,

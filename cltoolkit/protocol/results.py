@@ -50,6 +50,8 @@ class HypothesisResult(Strict):
     """p-value adjusted over the confirmatory family (Holm / BH)."""
     permutationP: float | None
     """Exact (or declared Monte Carlo) sign-flip p, two-sided, beside the t test (paired gates)."""
+    signTestP: float | None = None
+    """One-sample threshold gates: exact one-sided sign-test p beside the t test (finite when replicates tie)."""
     wilcoxonP: float | None
     """Wilcoxon signed-rank p, two-sided, beside it (paired gates)."""
     decision: Decision

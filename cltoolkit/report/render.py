@@ -52,14 +52,14 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
     lines += ["## Gates", "", f"Claims and their held-out units: {held_out}. Multiplicity: {p.analysis.multiplicity} at alpha "
               f"{p.analysis.alpha}; declared aggregate: {p.analysis.aggregate}.", ""]
     if r.gates:
-        lines += ["| gate | held-out unit | OOD axis | test | scope | n | estimate | interval | p | p adj. | permutation p | decision |",
+        lines += ["| gate | held-out unit | OOD axis | test | scope | n | estimate | interval | p | p adj. | exact p (permutation / sign) | decision |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for g in r.gates:
             axis = ", ".join(g.oodAxis) or ("none (same population)" if g.heldOutUnit else "-")
             for h in g.hypotheses:
                 lines.append(
                     f"| {g.id} | {g.heldOutUnit or '-'} | {axis} | {g.test} | {h.scope} | {h.n} | {_fmt(h.estimate)} | {_fmt(h.interval)} | {_fmt(h.pValue)} | "
-                    f"{_fmt(h.pAdjusted)} | {_fmt(h.permutationP)} | **{h.decision}**{' (' + h.reason + ')' if h.reason else ''} |"
+                    f"{_fmt(h.pAdjusted)} | {_fmt(h.permutationP if h.permutationP is not None else h.signTestP)} | **{h.decision}**{' (' + h.reason + ')' if h.reason else ''} |"
                 )
         lines += ["", *[f"- {g.id}: {g.label} -> **{g.decision}**; {g.wording}" for g in r.gates], ""]
     else:

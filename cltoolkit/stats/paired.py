@@ -10,7 +10,17 @@ import numpy as np
 
 from cltoolkit.stats._dist import signed_rank_p, t_ppf, t_sf
 
-__all__ = ["OneSided", "TTest", "one_sided_t", "sign_flip_p", "t_interval", "tost", "two_sided_t", "wilcoxon_p"]
+__all__ = [
+    "OneSided",
+    "TTest",
+    "one_sided_t",
+    "sign_flip_p",
+    "sign_test_p",
+    "t_interval",
+    "tost",
+    "two_sided_t",
+    "wilcoxon_p",
+]
 
 
 class TTest(NamedTuple):
@@ -132,6 +142,20 @@ def sign_flip_p(
         hits += int(np.sum(np.abs(d.sum() - 2.0 * (flips @ d)) >= observed - tol))
         remaining -= block
     return (1 + hits) / (1 + draws), False
+
+
+def sign_test_p(x: np.ndarray, threshold: float, direction: int = 1) -> float | None:
+    """Exact one-sided sign test of H0: median <= threshold (direction +1) or >= threshold (-1): with k of the n
+    replicates strictly beyond the threshold in the claimed direction (ties dropped), p = P(Binomial(n, 1/2) >= k).
+    None when every replicate ties the threshold. Assumes nothing about spread, so it stays finite where the t test
+    degenerates (identical replicates)."""
+    d = direction * (np.asarray(x, dtype=float) - threshold)
+    d = d[d != 0]
+    n = int(d.size)
+    if n == 0:
+        return None
+    k = int((d > 0).sum())
+    return float(sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n)
 
 
 def wilcoxon_p(x: np.ndarray, null: float = 0.0) -> float | None:

@@ -168,3 +168,13 @@ def test_t_functions_match_scipy() -> None:
             assert t_ppf(q, df) == pytest.approx(sps.t.ppf(q, df), rel=1e-10)
         for x in (-2.0, 0.0, 0.7, 3.1):
             assert t_sf(x, df) == pytest.approx(sps.t.sf(x, df), rel=1e-10)
+
+
+def test_sign_test_p_is_exact_and_stays_finite_when_replicates_tie() -> None:
+    assert stats.sign_test_p(np.array([1.0, 1.0, 1.0]), 0.7) == 0.125  # identical replicates: the t test degenerates
+    assert stats.sign_test_p(np.array([0.7, 0.8]), 0.7) == 0.5  # a tie with the threshold is dropped
+    assert stats.sign_test_p(np.array([0.05, 0.06, 0.2]), 0.1, -1) == 0.5  # "at most" direction: 2 of 3 below
+    assert stats.sign_test_p(np.array([0.7, 0.7]), 0.7) is None
+    x = np.random.default_rng(3).normal(0.3, 1, size=15)
+    ref = sps.binomtest(int((x > 0).sum()), 15, 0.5, alternative="greater").pvalue
+    assert stats.sign_test_p(x, 0.0) == pytest.approx(ref)
