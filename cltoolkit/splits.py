@@ -73,7 +73,7 @@ class SplitManifest:
 def _sorted(keys: Iterable[Hashable]) -> list[Any]:
     items = list(keys)
     try:
-        return sorted(items)  # type: ignore[type-var]
+        return sorted(items)
     except TypeError:
         return sorted(items, key=str)
 
@@ -152,7 +152,7 @@ def chronological_split(
     return train, test, manifest
 
 
-def check_fit_rows(name: str, fitted_rows: Sequence[int], train_rows: Sequence[int]) -> None:
+def check_fit_rows(name: str, fitted_rows: Sequence[int] | np.ndarray, train_rows: Sequence[int] | np.ndarray) -> None:
     """Refuse a learned preprocessing step that saw rows outside the training rows (a leak across the boundary)."""
     outside = sorted(set(int(i) for i in fitted_rows) - set(int(i) for i in train_rows))
     if outside:
@@ -183,9 +183,10 @@ class Standardizer:
     def transform(self, features: np.ndarray) -> np.ndarray:
         if self.mean is None or self.scale is None:
             raise RuntimeError(f"{self.name} is not fitted")
-        return (np.asarray(features, dtype=float) - self.mean) / self.scale
+        out: np.ndarray = (np.asarray(features, dtype=float) - self.mean) / self.scale
+        return out
 
-    def check(self, train_rows: Sequence[int]) -> None:
+    def check(self, train_rows: Sequence[int] | np.ndarray) -> None:
         """Raise `CheckFailed` unless every fitted row is a training row."""
         if self.fitted_rows is None:
             raise RuntimeError(f"{self.name} is not fitted")

@@ -165,7 +165,7 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
                 vals = np.array(list(h.replicates.values()))
                 if vals.size:
                     ax.plot(vals, i + np.linspace(-0.25, 0.25, vals.size), "o", ms=2.5, color="grey", alpha=0.5)
-                lo, hi = h.interval  # type: ignore[misc]
+                lo, hi = h.interval
                 ax.plot([lo if lo is not None else h.estimate, hi if hi is not None else h.estimate], [i, i], color="C0", lw=3)
                 ax.plot([h.estimate], [i], "D", color="C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k")
                 gate = gates.get(g.id)

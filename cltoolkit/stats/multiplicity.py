@@ -12,9 +12,9 @@ from cltoolkit.stats._dist import t_ppf, t_sf
 __all__ = ["HolmBounds", "benjamini_hochberg", "holm", "holm_simultaneous_lower_bounds"]
 
 
-def holm(p: Sequence[float]) -> np.ndarray:
+def holm(pvalues: Sequence[float]) -> np.ndarray:
     """Holm-adjusted p-values (step-down, monotone, capped at 1)."""
-    p = np.asarray(p, dtype=float)
+    p = np.asarray(pvalues, dtype=float)
     m = p.size
     order = np.argsort(p, kind="stable")
     adjusted = np.empty(m)
@@ -25,9 +25,9 @@ def holm(p: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
-def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
+def benjamini_hochberg(pvalues: Sequence[float]) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1)."""
-    p = np.asarray(p, dtype=float)
+    p = np.asarray(pvalues, dtype=float)
     m = p.size
     order = np.argsort(p, kind="stable")
     adjusted = np.empty(m)
@@ -71,7 +71,7 @@ def holm_simultaneous_lower_bounds(
     dfs = np.broadcast_to(np.asarray(df, dtype=float), (m,))
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(s > 0, (est - delta) / s, np.where(est > delta, np.inf, -np.inf))
-    p = t_sf(t, dfs)
+    p = np.asarray(t_sf(t, dfs), dtype=float)
     rejected = np.zeros(m, dtype=bool)
     for rank, i in enumerate(np.argsort(p, kind="stable")):
         if p[i] <= alpha / (m - rank):

@@ -14,7 +14,7 @@ def n_normal(sigma: float, delta: float, alpha: float = 0.05, power: float = 0.8
     if sigma <= 0 or delta == 0:
         raise ValueError("need sigma > 0 and delta != 0")
     z = stats.norm.ppf(1 - alpha / sides) + stats.norm.ppf(power)
-    return math.ceil((z * sigma / abs(delta)) ** 2)
+    return int(math.ceil((float(z) * sigma / abs(delta)) ** 2))
 
 
 def power_t(n: int, sigma: float, delta: float, alpha: float = 0.05, sides: int = 2) -> float:
