@@ -121,8 +121,8 @@ def test_freeze_refuses_test_layouts_seen_in_training(project, cli, monkeypatch)
     _goal_only(project, 50)
     real = layouts.held_out_layouts
 
-    def leaky(protocol, task):  # type: ignore[no-untyped-def]
-        held = real(protocol, task)
+    def leaky(protocol, task, *args):  # type: ignore[no-untyped-def]
+        held = real(protocol, task, *args)
         return {**held, "test": [0, *held["test"][1:]]}  # seed 0 is a training layout
 
     monkeypatch.setattr(layouts, "held_out_layouts", leaky)
