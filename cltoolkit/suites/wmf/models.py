@@ -1,5 +1,5 @@
-"""Protocol section of the `wmf` suite (world-model forgetting benchmark, seed 000). A skeleton: the wmf suite
-issue adds the model, method and training sections."""
+"""Protocol sections of the `wmf` suite (world-model forgetting benchmark, seed 000): families and task pairs, data,
+the world model, training, evaluation and the declared method pairs of the analysis."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import Field
 from cltoolkit.protocol._base import Strict
 from cltoolkit.protocol.models import ProtocolBase
 
-__all__ = ["Family", "Level", "WmfProtocol"]
+__all__ = ["Family", "Level", "WmfData", "WmfEvaluation", "WmfModel", "WmfProtocol", "WmfTraining"]
 
 
 class Physics(Strict):
@@ -57,6 +57,77 @@ class Family(Strict):
     """Distance levels."""
 
 
+class WmfData(Strict):
+    """Random-policy data per task."""
+
+    trainEpisodes: int = Field(ge=1)
+    """Training episodes per task."""
+    heldOutEpisodes: int = Field(ge=1)
+    """Held-out episodes per task, collected separately (their own reset seeds)."""
+    maxEpisodeSteps: int = Field(ge=2)
+    """Episodes are cut at this many steps."""
+    policy: Literal["uniform-random"] = "uniform-random"
+    """Data policy: uniform random actions (one-hot for MiniGrid)."""
+
+
+class WmfModel(Strict):
+    """ConvVAE + recurrent transition sizes."""
+
+    latent: int = Field(ge=1)
+    """Latent width."""
+    hidden: int = Field(ge=1)
+    """GRU hidden width (per column / expert)."""
+    channels: tuple[int, int, int, int]
+    """Encoder convolution widths (the decoder mirrors them)."""
+    beta: float = Field(gt=0)
+    """Weight of KL(q(z|x) || p(z|h)) in the loss."""
+
+
+class WmfTraining(Strict):
+    """Per-task training."""
+
+    updatesPerTask: int = Field(ge=1)
+    """Gradient updates per task."""
+    batch: int = Field(ge=1)
+    """Windows per update."""
+    sequenceLength: int = Field(ge=2)
+    """Frames per window."""
+    lr: float = Field(gt=0)
+    """Adam learning rate (Adam rebuilt for task B over the trainable parameters)."""
+    curvePoints: int = Field(ge=1)
+    """Points of each task's training-loss curve."""
+    torchThreads: int = Field(default=1, ge=1)
+    """Torch threads per run."""
+
+
+class WmfEvaluation(Strict):
+    """Evaluation sets and metric settings."""
+
+    transitions: int = Field(ge=1)
+    """|D_A|: held-out task-A transitions, encoded once by the post-A model."""
+    fisherTransitions: int = Field(ge=1)
+    """Held-out task-A transitions for EWC's Fisher (disjoint from D_A)."""
+    reconstructionFrames: int = Field(ge=1)
+    """Held-out frames per task for pixel reconstruction."""
+    rdHorizon: int = Field(ge=1)
+    """Rollout divergence horizon."""
+    rdStarts: int = Field(ge=1)
+    """Rollout divergence start states (from D_A)."""
+    wmfWeights: tuple[float, float, float | None]
+    """(alpha, beta, gamma) of WMF = alpha PF + beta RD + gamma PIS; gamma null: PIS withdrawn (never measured)."""
+
+
+class MethodPair(Strict):
+    """A declared paired comparison of the analysis (exact paired permutation test, Holm over the family)."""
+
+    method: str
+    """Comparison id."""
+    reference: str
+    """Comparison id."""
+    metric: str
+    """Record metric compared."""
+
+
 class WmfProtocol(ProtocolBase):
     """A wmf protocol."""
 
@@ -65,4 +136,23 @@ class WmfProtocol(ProtocolBase):
     families: list[Family] = Field(min_length=1)
     """Families x distance levels = cells."""
     design: str
-    """The benchmark design in words, until the suite types every section."""
+    """The benchmark design in words."""
+    data: WmfData
+    """Data per task."""
+    model: WmfModel
+    """World model sizes."""
+    training: WmfTraining
+    """Training per task."""
+    evaluation: WmfEvaluation
+    """Evaluation sets and metric settings."""
+    methodPairs: list[MethodPair] = Field(default_factory=list)
+    """Declared paired comparisons (one Holm family)."""
+
+    def cell(self, cell_id: str) -> tuple[Family, Level]:
+        """`<family>-<level>` -> its family and level."""
+        family_id, level_id = cell_id.split("-", 1)
+        family = next(f for f in self.families if f.id == family_id)
+        return family, next(lv for lv in family.levels if lv.id == level_id)
+
+    def cell_ids(self) -> list[str]:
+        return [f"{f.id}-{lv.id}" for f in self.families for lv in f.levels]

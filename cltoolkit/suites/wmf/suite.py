@@ -1,16 +1,156 @@
-"""The `wmf` suite: protocol model only, so `wmf-v1` validates as a skeleton draft."""
+"""The `wmf` suite: world-model forgetting benchmark (seed 000) across three families x three labelled distances,
+five continual-learning methods, from-scratch references shared per (cell, seed)."""
 
 from __future__ import annotations
 
-from cltoolkit.components import Suite
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import Field
+
+from cltoolkit.components import Method, Suite
+from cltoolkit.errors import Problem
+from cltoolkit.protocol._base import Strict
+from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.suites.wmf.models import WmfProtocol
 
-__all__ = ["WmfSuite"]
+if TYPE_CHECKING:
+    from cltoolkit.run.spec import GridPoint, RunOutput, RunSpec
+
+__all__ = ["EWC", "Finetuning", "ProgressiveNets", "ReplayInfinite", "UGMTMMethod", "WmfSuite"]
+
+
+class Finetuning(Method):
+    """Sequential training, no protection (the lower bound): task B trains every parameter on B data only."""
+
+    suite: ClassVar[str] = "wmf"
+    summary: ClassVar[str] = "sequential training, no protection"
+
+
+class ReplayParams(Strict):
+    taskAShare: float = Field(gt=0, lt=1)
+    """Share of each task-B batch drawn from task-A training windows (the rest from task B)."""
+
+
+class ReplayInfinite(Method):
+    """Keeps all data of all tasks: the task-B phase trains on batches mixing task-A and task-B windows (upper
+    bound; half its updates' windows go to task A, so its FT mixes transfer with a halved budget on B)."""
+
+    suite: ClassVar[str] = "wmf"
+    Params = ReplayParams
+    summary: ClassVar[str] = "task-B phase on A+B data"
+
+
+class EwcParams(Strict):
+    # the protocol key is `lambda`
+    lambda_: float = Field(alias="lambda", gt=0)
+    """Penalty weight: (lambda / 2) sum F (theta - theta_A)^2."""
+
+
+class EWC(Method):
+    """Elastic weight consolidation with the diagonal Fisher of log p(z'|z, a) from h = 0 on held-out task-A
+    transitions (exactly zero on every encoder parameter, so it cannot protect the VAE)."""
+
+    suite: ClassVar[str] = "wmf"
+    Params = EwcParams
+    summary: ClassVar[str] = "EWC on the transition component"
+
+
+class ProgressiveNets(Method):
+    """A new GRU column (and prior head) at the switch, reading the frozen column through a lateral connection;
+    shared VAE keeps training; the newest column is used at inference."""
+
+    suite: ClassVar[str] = "wmf"
+    summary: ClassVar[str] = "progressive GRU columns, shared VAE"
+
+
+class UgParams(Strict):
+    experts: int = Field(ge=2)
+    """GRU experts (K)."""
+    dropout: float = Field(gt=0, lt=1)
+    """Dropout of the uncertainty head."""
+    mcPasses: int = Field(ge=2)
+    """MC-dropout passes in training."""
+    mcPassesEval: int = Field(ge=2)
+    """MC-dropout passes in evaluation."""
+    thresholdWindow: int = Field(ge=1)
+    """Uncertainty values the learned threshold reads."""
+    gateLambda: float = Field(gt=0)
+    """Gate sharpness."""
+
+
+class UGMTMMethod(Method):
+    """UG-MTM: uncertainty-gated mixture of GRU experts (MC-dropout uncertainty, learned threshold, softmax gate);
+    at the switch the next expert is activated and the VAE, prior head and expert 0 are frozen."""
+
+    suite: ClassVar[str] = "wmf"
+    Params = UgParams
+    summary: ClassVar[str] = "uncertainty-gated mixture of transition experts"
+
+
+_METHODS = {"wmf.finetuning": "finetuning", "wmf.replay-infinite": "replay_infinite", "wmf.ewc": "ewc",
+            "wmf.progressive-nets": "progressive_nets", "wmf.ug-mtm": "ug_mtm"}
 
 
 class WmfSuite(Suite):
-    """World-model forgetting benchmark (skeleton)."""
+    """World-model forgetting benchmark."""
 
     name = "wmf"
     protocol_model = WmfProtocol
-    summary = "world-model forgetting benchmark (skeleton: not runnable yet)"
+    analysis = "wmf"
+    summary = "world-model forgetting: 3 families x 3 distances, 5 methods, PF / RD / FT beside encoder drift"
+
+    def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
+        from cltoolkit.registry import registries
+
+        assert isinstance(protocol, WmfProtocol)
+        for i, comp in enumerate(protocol.comparisons):
+            if comp.method not in _METHODS:
+                yield Problem(f"/comparisons/{i}/method", f"not a wmf method (known: {', '.join(_METHODS)})")
+                continue
+            params = registries().method.get(comp.method).Params
+            if params is not None:
+                try:
+                    params.model_validate(comp.hyperparameters)
+                except Exception as exc:  # pydantic ValidationError: one line per field
+                    for err in getattr(exc, "errors", lambda: [])():
+                        loc = "/".join(str(x) for x in err["loc"])
+                        yield Problem(f"/comparisons/{i}/hyperparameters/{loc}", err["msg"])
+        ids = {c.id for c in protocol.comparisons}
+        for i, pair in enumerate(protocol.methodPairs):
+            for field in ("method", "reference"):
+                if getattr(pair, field) not in ids:
+                    yield Problem(f"/methodPairs/{i}/{field}", f"unknown comparison {getattr(pair, field)!r}")
+        for fi, family in enumerate(protocol.families):
+            for li, level in enumerate(family.levels):
+                if family.renderer == "minigrid" and (level.taskA.physics.gravity or level.taskB.physics.gravity):
+                    yield Problem(f"/families/{fi}/levels/{li}", "MiniGrid tasks have no physics")
+
+    def cells(self, protocol: ProtocolBase) -> list[str | None]:
+        assert isinstance(protocol, WmfProtocol)
+        return list(protocol.cell_ids())
+
+    def plan(self, protocol: ProtocolBase, stage: str | None) -> list[GridPoint]:
+        """comparisons x cells x (stage seeds that the cell declares): control cells run fewer seeds."""
+        from cltoolkit.run.spec import GridPoint
+
+        assert isinstance(protocol, WmfProtocol)
+        st = protocol.stage(stage)
+        points = []
+        for comp in protocol.comparisons:
+            for cell in protocol.cell_ids():
+                level = protocol.cell(cell)[1]
+                for seed in st.seeds:
+                    if st.purpose == "pilot" or seed in level.seeds:
+                        points.append(GridPoint(comp.id, comp.method, seed, None, cell))
+        return points
+
+    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+        from cltoolkit.run.spec import RunOutput
+        from cltoolkit.suites.wmf.driver import run_cell
+
+        assert isinstance(protocol, WmfProtocol) and spec.cell is not None
+        comp = protocol.comparison(spec.comparison)
+        out = run_cell(protocol, spec.cell, _METHODS[comp.method], dict(comp.hyperparameters), spec.seed, workdir.parent)
+        return RunOutput(metrics=out["metrics"], budget=out["budget"], reused=out["reused"], precision="float32")

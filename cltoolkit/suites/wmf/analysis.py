@@ -1,0 +1,179 @@
+"""wmf analysis (seed 000's): per cell, median [min, max] per method of every metric, PF and RD side by side with
+encoder drift beside PF; exact paired permutation comparisons of the declared method pairs (per cell and pooled over
+cells, Holm over the declared family of pooled tests); Spearman correlations across cells of forgetting (median RD)
+with the labelled distance level, with d_trans and with task-B difficulty. Descriptive: methods are characterised,
+not ranked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cltoolkit.components import Analysis
+from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.run.record import RunRecord
+from cltoolkit.run.spec import replicate_key
+from cltoolkit.suites.wmf.metrics import METRICS
+
+__all__ = ["WmfAnalysis"]
+
+COLUMNS = ("pf", "rd", "encoderDrift", "wmf", "wmfRdShare", "ft", "taskAFitGain", "reconAAfterA", "reconAAfterB",
+           "reconBAfterB", "reconBFromScratch", "nllAAfterA", "nllAAfterB", "nllARandomInit", "dParam", "dTrans")
+LEVELS = {"min": 1, "med": 2, "max": 3}
+
+
+def _value(rec: RunRecord, key: str) -> float | None:
+    v = rec.metrics.get(key)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) else None
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "median": None, "min": None, "max": None}
+    a = np.asarray(values)
+    return {"n": int(a.size), "median": float(np.median(a)), "min": float(a.min()), "max": float(a.max())}
+
+
+def _spearman(x: list[float], y: list[float]) -> dict[str, Any]:
+    from scipy.stats import spearmanr
+
+    pairs = [(a, b) for a, b in zip(x, y, strict=True) if a is not None and b is not None]
+    if len(pairs) < 3:
+        return {"rho": None, "p": None, "cells": len(pairs)}
+    res = spearmanr([p[0] for p in pairs], [p[1] for p in pairs])
+    rho = float(res.statistic)
+    return {"rho": rho if np.isfinite(rho) else None, "p": float(res.pvalue) if np.isfinite(res.pvalue) else None,
+            "cells": len(pairs)}
+
+
+class WmfAnalysis(Analysis):
+    def replicates(
+        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+    ) -> dict[str, dict[str, float]]:
+        key = METRICS[metric].key
+        out: dict[str, float] = {}
+        for rec in records:
+            if rec.spec.comparison == comparison:
+                value = _value(rec, key)
+                if value is not None:
+                    out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = value
+        return {scope: out}
+
+    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
+        from cltoolkit.stats.multiplicity import holm
+        from cltoolkit.stats.paired import sign_flip_p
+        from cltoolkit.suites.wmf.models import WmfProtocol
+
+        assert isinstance(protocol, WmfProtocol)
+        comps = [c.id for c in protocol.comparisons]
+        by: dict[tuple[str, str], list[RunRecord]] = {}
+        for rec in records:
+            by.setdefault((rec.spec.cell or "", rec.spec.comparison), []).append(rec)
+        cells: dict[str, Any] = {}
+        for cell in protocol.cell_ids():
+            cells[cell] = {
+                comp: {key: _spread([v for r in by.get((cell, comp), []) if (v := _value(r, key)) is not None])
+                       for key in COLUMNS}
+                for comp in comps
+            }
+        pairs = []
+        for pair in protocol.methodPairs:
+            per_cell: dict[str, Any] = {}
+            pooled: list[float] = []
+            for cell in protocol.cell_ids():
+                a = {r.spec.seed: _value(r, pair.metric) for r in by.get((cell, pair.method), [])}
+                b = {r.spec.seed: _value(r, pair.metric) for r in by.get((cell, pair.reference), [])}
+                diffs = [a[s] - b[s] for s in sorted(a) if s in b and a[s] is not None and b[s] is not None]  # type: ignore[operator]
+                pooled.extend(diffs)
+                if diffs:
+                    p, _ = sign_flip_p(np.asarray(diffs))
+                    per_cell[cell] = {"n": len(diffs), "medianDifference": float(np.median(diffs)), "p": p,
+                                      "pFloor": 2.0 / 2 ** len(diffs)}
+            entry: dict[str, Any] = {"method": pair.method, "reference": pair.reference, "metric": pair.metric,
+                                     "perCell": per_cell, "pooled": None}
+            if pooled:
+                rng = np.random.default_rng(protocol.analysis.permutation.seed)
+                p, exact = sign_flip_p(np.asarray(pooled), exact_up_to=protocol.analysis.permutation.exactUpTo,
+                                       draws=protocol.analysis.permutation.monteCarloDraws, rng=rng)
+                entry["pooled"] = {"n": len(pooled), "medianDifference": float(np.median(pooled)),
+                                   "meanDifference": float(np.mean(pooled)), "p": p, "exact": exact}
+            pairs.append(entry)
+        tested = [e for e in pairs if e["pooled"] is not None]
+        if tested:
+            for e, adj in zip(tested, holm([e["pooled"]["p"] for e in tested]), strict=True):
+                e["pooled"]["pHolm"] = float(adj)
+        correlations: dict[str, Any] = {}
+        for comp in comps:
+            rd = [cells[c][comp]["rd"]["median"] for c in protocol.cell_ids()]
+            level = [float(LEVELS[c.split("-", 1)[1]]) for c in protocol.cell_ids()]
+            d_trans = [cells[c][comp]["dTrans"]["median"] for c in protocol.cell_ids()]
+            difficulty = [cells[c][comp]["reconBFromScratch"]["median"] for c in protocol.cell_ids()]
+            correlations[comp] = {"distanceLevel": _spearman(rd, level), "dTrans": _spearman(rd, d_trans),
+                                  "taskBDifficulty": _spearman(rd, difficulty)}
+        return {"cells": cells, "methodPairs": pairs, "spearmanRd": correlations,
+                "holmFamily": [f"{e['method']} vs {e['reference']} on {e['metric']}" for e in tested]}
+
+    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+        def fmt(s: dict[str, Any]) -> str:
+            if not s or s.get("median") is None:
+                return "null"
+            return f"{s['median']:.3g} [{s['min']:.3g}, {s['max']:.3g}]"
+
+        lines = ["## Forgetting per cell (median [min, max] over seeds)", "",
+                 "PF and RD are computed in the post-A latent basis and cannot see the encoder; encoder drift "
+                 "(held-out A reconstruction after B / after A) is beside them. WMF = 0.4 PF + 0.4 RD (PIS withdrawn); "
+                 "RD share = |0.4 RD| / (|0.4 PF| + |0.4 RD|).", ""]
+        lines.append("| cell | method | n | PF | RD | encoder drift | WMF | RD share | FT | task-A fit gain | recon A after A |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for cell, per in summaries.get("cells", {}).items():
+            for comp, s in per.items():
+                lines.append(f"| {cell} | {comp} | {s['pf']['n']} | {fmt(s['pf'])} | {fmt(s['rd'])} | {fmt(s['encoderDrift'])} | "
+                             f"{fmt(s['wmf'])} | {fmt(s['wmfRdShare'])} | {fmt(s['ft'])} | {fmt(s['taskAFitGain'])} | "
+                             f"{fmt(s['reconAAfterA'])} |")
+        lines += ["", "## Declared method pairs (exact paired permutation; Holm over the pooled tests)", "",
+                  "| pair | metric | pooled n | median diff | p | p (Holm) | per cell: median diff (p, floor) |",
+                  "|---|---|---|---|---|---|---|"]
+        for e in summaries.get("methodPairs", []):
+            pooled = e["pooled"] or {}
+            cells = "; ".join(f"{c}: {v['medianDifference']:.3g} ({v['p']:.3g}, {v['pFloor']:.3g})" for c, v in e["perCell"].items())
+            lines.append(f"| {e['method']} - {e['reference']} | {e['metric']} | {pooled.get('n', 0)} | "
+                         f"{pooled.get('medianDifference', float('nan')):.3g} | {pooled.get('p', float('nan')):.3g} | "
+                         f"{pooled.get('pHolm', float('nan')):.3g} | {cells} |")
+        lines += ["", "## Does forgetting follow distance? (Spearman across cells of median RD)", "",
+                  "| method | labelled level | d_trans | task-B difficulty (from-scratch B reconstruction) |", "|---|---|---|---|"]
+        for comp, c in summaries.get("spearmanRd", {}).items():
+            cols = []
+            for k in ("distanceLevel", "dTrans", "taskBDifficulty"):
+                rho = c[k]["rho"]
+                cols.append("null" if rho is None else f"{rho:.2f} (p {c[k]['p']:.2g}, {c[k]['cells']} cells)")
+            lines.append(f"| {comp} | " + " | ".join(cols) + " |")
+        return "\n".join(lines) + "\n"
+
+    def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
+        from matplotlib.figure import Figure
+
+        from cltoolkit.suites.wmf.models import WmfProtocol
+
+        assert isinstance(protocol, WmfProtocol)
+        comps = [c.id for c in protocol.comparisons]
+        fig = Figure(figsize=(4.0 * len(protocol.families), 3.6))
+        axes = fig.subplots(1, len(protocol.families), squeeze=False)[0]
+        for ax, family in zip(axes, protocol.families, strict=True):
+            for i, comp in enumerate(comps):
+                pts = [(_value(r, "encoderDrift"), _value(r, "pf")) for r in records
+                       if r.spec.comparison == comp and (r.spec.cell or "").startswith(f"{family.id}-")]
+                pts = [p for p in pts if p[0] is not None and p[1] is not None]
+                if pts:
+                    xs, ys = zip(*pts, strict=True)
+                    ax.scatter(xs, ys, s=14, alpha=0.75, color=f"C{i}", label=comp)
+            ax.set_xscale("log")
+            ax.axhline(0, color="grey", lw=0.7)
+            ax.axvline(1, color="grey", lw=0.7)
+            ax.set_xlabel("encoder drift (recon A after B / after A, log)")
+            ax.set_ylabel("PF (nats)")
+            ax.set_title(family.id, fontsize=9)
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        return [("PF (latent, fixed basis) against encoder drift (pixels), one point per run, per family", fig)]

@@ -1,0 +1,212 @@
+"""One wmf run: (cell, method, seed) -> the metrics of seed 000's benchmark.
+
+Stages (shared through `StageCache`, keyed by content): the four data sets of the cell (train / held-out x A / B),
+the plain-RSSM task-A phase (finetuning, replay_infinite, ewc and progressive_nets start from it, and it is the
+task-A reference), UG-MTM's own task-A phase, and the from-scratch task-B reference. The task-B phase is the run's
+own. Every seed below is derived from the run seed and the stage's role, never from the order runs happen in."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cltoolkit.suites.wmf import evaluate as ev
+from cltoolkit.suites.wmf.envs import Episodes, collect, make_env
+from cltoolkit.suites.wmf.models import TaskRef, WmfProtocol
+from cltoolkit.suites.wmf.stages import StageCache
+from cltoolkit.suites.wmf.train import EwcPenalty, fisher_diagonal, state, train_phase
+from cltoolkit.suites.wmf.world import RSSM, build
+
+__all__ = ["PLAIN", "run_cell"]
+
+PLAIN = ("finetuning", "replay_infinite", "ewc", "progressive_nets")
+"""Methods whose task-A phase is the plain RSSM's (shared)."""
+
+
+def derived_seed(*parts: object) -> int:
+    """A 31-bit seed from the run seed and a role (stable across processes, unlike `hash`)."""
+    text = "|".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") >> 1
+
+
+def _physics(task: TaskRef) -> tuple[float | None, float, float]:
+    return task.physics.gravity, task.physics.massScale, task.physics.frictionScale
+
+
+def _data(cache: StageCache, protocol: WmfProtocol, renderer: str, task: TaskRef, label: str, split: str, seed: int) -> Episodes:
+    episodes = protocol.data.trainEpisodes if split == "train" else protocol.data.heldOutEpisodes
+    key = {"stage": "data", "renderer": renderer, "task": task.model_dump(mode="json"), "split": split,
+           "episodes": episodes, "maxSteps": protocol.data.maxEpisodeSteps, "seed": seed}
+
+    def compute() -> Episodes:
+        env = make_env(renderer, task.env, *_physics(task))
+        try:
+            return collect(env, episodes, protocol.data.maxEpisodeSteps, derived_seed(seed, task.env, _physics(task), split))
+        finally:
+            env.close()
+
+    value: Episodes = cache.get(f"data-{split}-{label}", key, compute)[0]
+    return value
+
+
+def _fresh(protocol: WmfProtocol, method: str, width: int, ug: dict[str, Any] | None, seed: int) -> RSSM:
+    torch.manual_seed(derived_seed(seed, "init"))
+    return build(protocol.model.model_dump(mode="json"), method, width, ug)
+
+
+def _rows(data: Episodes, n: int, seed: int, role: str, skip: np.ndarray | None = None) -> np.ndarray:
+    rows = data.transitions()
+    order = np.random.default_rng(derived_seed(seed, role)).permutation(len(rows))
+    if skip is not None:
+        taken = {tuple(r) for r in skip.tolist()}
+        order = np.asarray([i for i in order if tuple(rows[i].tolist()) not in taken], dtype=np.int64)
+    return rows[np.sort(order[:n])]
+
+
+def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, Any], seed: int, store: Path) -> dict[str, Any]:
+    """Train and evaluate one (cell, method, seed); returns the record's metrics, budget and reused stages."""
+    torch.set_num_threads(protocol.training.torchThreads)
+    family, level = protocol.cell(cell)
+    cache = StageCache(store)
+    cfg, ev_cfg = protocol.training, protocol.evaluation
+    data = {
+        (task, split): _data(cache, protocol, family.renderer, ref, task, split, seed)
+        for task, ref in (("A", level.taskA), ("B", level.taskB))
+        for split in ("train", "heldout")
+    }
+    width = int(data["A", "train"].actions.shape[-1])
+    if int(data["B", "train"].actions.shape[-1]) != width:
+        raise ValueError(f"{cell}: tasks A and B have different action widths")
+    ug = params if method == "ug_mtm" else None
+    data_key = {k[0] + k[1]: cache.used[f"data-{k[1]}-{k[0]}"] for k in data}
+    model_key = {"model": protocol.model.model_dump(mode="json"), "training": cfg.model_dump(mode="json"),
+                 "data": data_key, "seed": seed}
+    batch = cfg.batch
+
+    def phase(arch: str, task: str) -> dict[str, Any]:
+        model = _fresh(protocol, arch, width, ug, seed)
+        init = state(model)
+        log = train_phase(model, [(data[task, "train"], batch)], cfg, derived_seed(seed, "phase", task))
+        return {"init": init, "state": state(model), "curve": log.curve, "nanSteps": log.nan_steps}
+
+    arch_a = "rssm" if method in PLAIN else method
+    stage_a, _ = cache.get(f"phase-A-{arch_a}", {**model_key, "stage": "phase-A", "arch": arch_a, "ug": ug},
+                           lambda: phase(arch_a, "A"))
+    ref_b, _ = cache.get("reference-B-scratch", {**model_key, "stage": "reference-B"}, lambda: phase("rssm", "B"))
+    ref_a = stage_a if method in PLAIN else cache.get(
+        "phase-A-rssm", {**model_key, "stage": "phase-A", "arch": "rssm", "ug": None}, lambda: phase("rssm", "A"))[0]
+
+    def load(arch: str, st: dict[str, Any]) -> RSSM:
+        m = _fresh(protocol, arch, width, ug, seed)
+        m.load_state_dict(st)
+        m.eval()
+        return m
+
+    m_init = load(method, stage_a["init"])
+    m_a = load(method, stage_a["state"])
+    m_b = load(method, stage_a["state"])
+
+    held_a, held_b = data["A", "heldout"], data["B", "heldout"]
+    rows_d = _rows(held_a, ev_cfg.transitions, seed, "D_A")
+    rows_f = _rows(held_a, ev_cfg.fisherTransitions, seed, "fisher", skip=rows_d)
+    frames_a = _rows(held_a, ev_cfg.reconstructionFrames, seed, "recon-A")
+    frames_b = _rows(held_b, ev_cfg.reconstructionFrames, seed, "recon-B")
+    d_a = ev.encode_transitions(m_a, held_a, rows_d)
+
+    ewc = None
+    sources = [(data["B", "train"], batch)]
+    if method == "ewc":
+        fset = ev.encode_transitions(m_a, held_a, rows_f)
+        fisher = fisher_diagonal(m_b, fset.z, fset.a, fset.z_next)
+        ewc = EwcPenalty({n: f for n, f in fisher.items()}, state(m_b), float(params["lambda"]))
+    elif method == "replay_infinite":
+        n_a = int(round(batch * float(params["taskAShare"])))
+        sources = [(data["A", "train"], n_a), (data["B", "train"], batch - n_a)]
+    m_b.switch()
+    log_b = train_phase(m_b, sources, cfg, derived_seed(seed, "phase", "B", method), ewc)
+
+    mr_a, mr_b = load("rssm", ref_a["state"]), load("rssm", ref_b["state"])
+    ev_seed = derived_seed(seed, "evaluate")
+    nll_a_after_a = ev.nll(m_a, d_a, ev_seed)
+    nll_a_after_b = ev.nll(m_b, d_a, ev_seed)
+    nll_a_init = ev.nll(m_init, d_a, ev_seed)
+    pf = nll_a_after_b - nll_a_after_a
+    rd = ev.rollout_divergence(m_a, m_b, d_a, ev_cfg.rdHorizon, ev_cfg.rdStarts, ev_seed)
+    alpha, beta, gamma = ev_cfg.wmfWeights
+    recon_a_a = ev.reconstruction(m_a, held_a, frames_a)
+    recon_a_b = ev.reconstruction(m_b, held_a, frames_a)
+    recon_b_b = ev.reconstruction(m_b, held_b, frames_b)
+    recon_b_scratch = ev.reconstruction(mr_b, held_b, frames_b)
+    d_ref = ev.encode_transitions(mr_a, held_a, rows_d)
+    d_trans = float(_kl_on(mr_a, mr_b, d_ref))
+    physics_pair = level.taskA.env == level.taskB.env and family.renderer != "minigrid"
+    metrics: dict[str, Any] = {
+        "pf": pf,
+        "rd": rd,
+        "wmf": alpha * pf + beta * rd,
+        "wmfRdShare": _share(alpha * pf, beta * rd),
+        "pis": None,
+        "ft": recon_b_scratch - recon_b_b,
+        "taskAFitGain": nll_a_init - nll_a_after_a,
+        "reconAAfterA": recon_a_a,
+        "reconAAfterB": recon_a_b,
+        "reconBAfterB": recon_b_b,
+        "reconBFromScratch": recon_b_scratch,
+        "encoderDrift": recon_a_b / recon_a_a if recon_a_a > 0 else None,
+        "nllAAfterA": nll_a_after_a,
+        "nllAAfterB": nll_a_after_b,
+        "nllARandomInit": nll_a_init,
+        "dParam": ev.d_param(_vec(level.taskA), _vec(level.taskB)) if physics_pair else None,
+        "dTrans": d_trans,
+        "taskBDifficulty": recon_b_scratch,
+        "curves": {"A": stage_a["curve"], "B": log_b.curve},
+        "initialReconstructionLossA": stage_a["curve"][0],
+        "finalReconstructionLossA": stage_a["curve"][-1],
+        "initialReconstructionLossB": log_b.curve[0],
+        "finalReconstructionLossB": log_b.curve[-1],
+        "nanStepsA": stage_a["nanSteps"],
+        "nanStepsB": log_b.nan_steps,
+        "gammaTermEvaluated": gamma is not None,
+        "stages": dict(sorted(cache.used.items())),
+    }
+    if ewc is not None:
+        metrics["ewcFisherEncoderMax"] = max(float(f.abs().max()) for n, f in ewc.fisher.items() if n.startswith("vae."))
+    frames = sum(int(d.lengths.sum() + len(d.lengths)) for d in data.values())
+    budget = {"environmentSteps": frames, "frames": frames, "gradientUpdates": 2 * cfg.updatesPerTask}
+    return {"metrics": _clean(metrics), "budget": budget, "reused": sorted(cache.reused)}
+
+
+@torch.no_grad()
+def _kl_on(m_p: RSSM, m_q: RSSM, d: ev.LatentSet) -> float:
+    """d_trans: mean over D of KL(p_A(z' | z, a) || p_B(z' | z, a)) between the from-scratch models, from h = 0."""
+    from cltoolkit.suites.wmf.world import gaussian_kl
+
+    h_p = m_p.step(m_p.initial(d.z.shape[0], d.z), d.z, d.a)
+    h_q = m_q.step(m_q.initial(d.z.shape[0], d.z), d.z, d.a)
+    return float(gaussian_kl(*m_p.prior(h_p), *m_q.prior(h_q)).mean())
+
+
+def _vec(task: TaskRef) -> tuple[float, float, float]:
+    g = task.physics.gravity
+    return (float(g) if g is not None else float("nan"), task.physics.massScale, task.physics.frictionScale)
+
+
+def _share(pf_term: float, rd_term: float) -> float | None:
+    """Share of WMF's magnitude that comes from RD: |beta RD| / (|alpha PF| + |beta RD|)."""
+    total = abs(pf_term) + abs(rd_term)
+    return abs(rd_term) / total if total > 0 else None
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe: floats rounded to 10 significant digits, non-finite floats to None (null = not measured)."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, float):
+        return float(f"{x:.10g}") if np.isfinite(x) else None
+    return x

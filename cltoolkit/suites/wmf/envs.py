@@ -1,0 +1,225 @@
+"""wmf environments: every family normalized to 64x64x3 uint8 frames, one action vector width per pair, physics
+changes applied at runtime, every random source seeded (episode RNG, action sampler, dm_control's task state).
+
+Frames are uint8 in buffers (float32 frames of long collections take gigabytes, MACHINE.md) and become float32 in
+[0, 1] only inside a training batch. One family per process: dm_control and MuJoCo rendering contexts conflict."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Episodes", "FrameEnv", "action_width", "collect", "make_env"]
+
+SIZE = 64
+MINIGRID_ACTIONS = 7
+
+
+@dataclass
+class Episodes:
+    """Random-policy episodes of one task: frames (n, T+1, 64, 64, 3) uint8, actions (n, T, width) float32 and the
+    number of valid steps per episode (episodes end early on termination; padding is never sampled)."""
+
+    frames: np.ndarray
+    actions: np.ndarray
+    lengths: np.ndarray
+
+    def windows(self, length: int) -> np.ndarray:
+        """(episode, start) of every window of `length` frames inside an episode."""
+        import numpy as np
+
+        rows = [(e, s) for e, n in enumerate(self.lengths.tolist()) for s in range(int(n) + 1 - length + 1)]
+        return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+
+    def transitions(self) -> np.ndarray:
+        """(episode, t) of every transition (frame t, action t, frame t+1)."""
+        return self.windows(2)
+
+
+def _resize(frame: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    if frame.shape[:2] == (SIZE, SIZE):
+        return np.ascontiguousarray(frame, dtype=np.uint8)
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(frame).resize((SIZE, SIZE), Image.BILINEAR), dtype=np.uint8)
+
+
+class FrameEnv:
+    """reset(seed) -> frame; step(action vector) -> (frame, done)."""
+
+    width: int
+
+    def reset(self, seed: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
+        raise NotImplementedError
+
+    def sample_action(self, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def close(self) -> None:  # noqa: B027 - optional
+        pass
+
+
+class MiniGridFrames(FrameEnv):
+    """A MiniGrid task rendered at tile size 8 and resized to 64x64 (no native 64x64 RGB). Actions are one-hot over
+    the 7 MiniGrid actions, so every MiniGrid pair shares one action width."""
+
+    width = MINIGRID_ACTIONS
+
+    def __init__(self, env_id: str) -> None:
+        import gymnasium as gym
+        import minigrid  # noqa: F401 - registers the environments
+
+        self.env = gym.make(env_id, render_mode="rgb_array", tile_size=8)
+
+    def reset(self, seed: int) -> np.ndarray:
+        self.env.reset(seed=seed)
+        return _resize(self.env.render())
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
+        _, _, terminated, truncated, _ = self.env.step(int(action.argmax()))
+        return _resize(self.env.render()), bool(terminated or truncated)
+
+    def sample_action(self, rng: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
+        a = np.zeros(self.width, dtype=np.float32)
+        a[int(rng.integers(self.width))] = 1.0
+        return a
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _physics(model: Any, gravity: float | None, mass: float, friction: float) -> None:
+    """Runtime physics change on a MuJoCo model (gravity magnitude, every body mass, every friction coefficient),
+    and MuJoCo's shadows off: they make 64x64 rendering about 30x slower (MACHINE.md)."""
+    if gravity is not None:
+        model.opt.gravity[2] = -abs(gravity)
+    model.body_mass[:] = model.body_mass * mass
+    model.geom_friction[:] = model.geom_friction * friction
+    model.vis.quality.shadowsize = 0
+    model.vis.quality.offsamples = 0
+
+
+class GymFrames(FrameEnv):
+    """Gymnasium HalfCheetah (MuJoCo) rendered from the `track` camera at 64x64."""
+
+    def __init__(self, env_id: str, gravity: float | None, mass: float, friction: float) -> None:
+        import gymnasium as gym
+
+        self.env = gym.make(env_id, render_mode="rgb_array", width=SIZE, height=SIZE, camera_name="track")
+        _physics(self.env.unwrapped.model, gravity, mass, friction)
+        self.width = int(self.env.action_space.shape[0])
+        self.low = self.env.action_space.low
+        self.high = self.env.action_space.high
+
+    def reset(self, seed: int) -> np.ndarray:
+        self.env.reset(seed=seed)
+        return _resize(self.env.render())
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
+        _, _, terminated, truncated, _ = self.env.step(action)
+        return _resize(self.env.render()), bool(terminated or truncated)
+
+    def sample_action(self, rng: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
+        return rng.uniform(self.low, self.high).astype(np.float32)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class DmcFrames(FrameEnv):
+    """dm_control `domain/task` pixels from camera 0 at 64x64; the task's random state is seeded at every reset."""
+
+    def __init__(self, env_id: str, gravity: float | None, mass: float, friction: float) -> None:
+        self.domain, self.task = env_id.split("/")
+        self.physics_change = (gravity, mass, friction)
+        self.env: Any = None
+        spec = self._load(0).action_spec()
+        self.width = int(spec.shape[0])
+        self.low, self.high = spec.minimum, spec.maximum
+
+    def _load(self, seed: int) -> Any:
+        from dm_control import suite
+
+        if self.env is not None:
+            self.env.close()
+        self.env = suite.load(self.domain, self.task, task_kwargs={"random": seed})
+        _physics(self.env.physics.model, *self.physics_change)
+        return self.env
+
+    def _frame(self) -> np.ndarray:
+        return _resize(self.env.physics.render(height=SIZE, width=SIZE, camera_id=0))
+
+    def reset(self, seed: int) -> np.ndarray:
+        self._load(seed).reset()
+        return self._frame()
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
+        ts = self.env.step(action)
+        return self._frame(), bool(ts.last())
+
+    def sample_action(self, rng: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
+        return rng.uniform(self.low, self.high).astype(np.float32)
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+
+
+def make_env(renderer: str, env_id: str, gravity: float | None = None, mass: float = 1.0, friction: float = 1.0) -> FrameEnv:
+    """The frame environment of one task (EGL rendering for the MuJoCo families, set before their import)."""
+    if renderer == "minigrid":
+        return MiniGridFrames(env_id)
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    if renderer == "mujoco":
+        return GymFrames(env_id, gravity, mass, friction)
+    return DmcFrames(env_id, gravity, mass, friction)
+
+
+def action_width(renderer: str, env_id: str) -> int:
+    if renderer == "minigrid":
+        return MINIGRID_ACTIONS
+    env = make_env(renderer, env_id)
+    try:
+        return env.width
+    finally:
+        env.close()
+
+
+def collect(env: FrameEnv, episodes: int, max_steps: int, seed: int) -> Episodes:
+    """`episodes` random-policy episodes, cut at `max_steps`; episode e is reset with a 31-bit seed derived from
+    (`seed`, e) and the action sampler is its own generator seeded from `seed`, so two collections of one seed are
+    identical."""
+    import numpy as np
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))
+    frames = np.zeros((episodes, max_steps + 1, SIZE, SIZE, 3), dtype=np.uint8)
+    actions = np.zeros((episodes, max_steps, env.width), dtype=np.float32)
+    lengths = np.zeros(episodes, dtype=np.int64)
+    for e in range(episodes):
+        frames[e, 0] = env.reset(int(np.random.SeedSequence([seed, e]).generate_state(1)[0] >> 1))
+        t = 0
+        while t < max_steps:
+            a = env.sample_action(rng)
+            frame, done = env.step(a)
+            actions[e, t] = a
+            frames[e, t + 1] = frame
+            t += 1
+            if done:
+                break
+        lengths[e] = t
+    return Episodes(frames, actions, lengths)

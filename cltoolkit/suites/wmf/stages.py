@@ -1,0 +1,75 @@
+"""Shared stages: work that is identical across runs (collected data, the task-A phase of the plain-RSSM methods, the
+from-scratch reference models) is computed once and reused, keyed by a content hash of everything that determines
+it: the stage's inputs (protocol values, seed, the hashes of the stages it consumes) and the code that computes it
+(the wmf source files and the torch version). A run records the hash of every stage it used and which of them it
+loaded instead of computing.
+
+The cache lives in the run store (`<store>/.wmf-stages/<hash>.pt`), written atomically; a file lock per hash keeps
+two workers from computing one stage twice (the second waits and loads). Deleting the folder loses nothing but time:
+the same inputs recompute bit-identical stages."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["StageCache", "code_fingerprint"]
+
+FOLDER = ".wmf-stages"
+
+
+@cache
+def code_fingerprint() -> str:
+    """sha256 of the wmf suite's source files and the torch version (a change to either makes new stages)."""
+    import torch
+
+    digest = hashlib.sha256(torch.__version__.encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class StageCache:
+    """get(name, key, compute) -> (value, sha256, reused)."""
+
+    def __init__(self, store: Path) -> None:
+        self.folder = store / FOLDER
+        self.used: dict[str, str] = {}
+        """stage name -> hash (every stage this run used)."""
+        self.reused: list[str] = []
+        """`<name>:<hash>` of stages loaded rather than computed."""
+
+    def key_hash(self, key: dict[str, Any]) -> str:
+        text = json.dumps({**key, "code": code_fingerprint()}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, name: str, key: dict[str, Any], compute: Callable[[], Any]) -> tuple[Any, str]:
+        import torch
+
+        sha = self.key_hash(key)
+        self.used[name] = sha
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{sha}.pt"
+        with open(self.folder / f"{sha}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.exists():
+                self.reused.append(f"{name}:{sha}")
+                return torch.load(path, weights_only=False), sha
+            value = compute()
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{sha}.", suffix=".tmp")
+            os.close(fd)
+            try:
+                torch.save(value, tmp)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        return value, sha

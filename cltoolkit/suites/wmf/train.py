@@ -1,0 +1,126 @@
+"""Training phases of the wmf suite: one task phase of a world model on windows of random-policy episodes, with the
+methods' variations (replay of task A, EWC's penalty, the switch of progressive networks and UG-MTM)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from cltoolkit.suites.wmf.world import RSSM, gaussian_nll
+
+if TYPE_CHECKING:
+    from cltoolkit.suites.wmf.envs import Episodes
+    from cltoolkit.suites.wmf.models import WmfTraining
+
+__all__ = ["EwcPenalty", "Phase", "batch_tensors", "fisher_diagonal", "train_phase"]
+
+
+def batch_tensors(data: Episodes, rows: np.ndarray, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Windows (episode, start) -> obs (B, L, 3, 64, 64) float in [0, 1], actions (B, L-1, A)."""
+    e, s = rows[:, 0:1], rows[:, 1:2] + np.arange(length)
+    frames = torch.from_numpy(data.frames[e, s])  # (B, L, 64, 64, 3) uint8
+    obs = frames.permute(0, 1, 4, 2, 3).float().div_(255.0)
+    actions = torch.from_numpy(data.actions[e, s[:, :-1]])
+    return obs, actions
+
+
+@dataclass
+class EwcPenalty:
+    """(lambda / 2) sum_i F_i (theta_i - theta*_i)^2 over the parameters with a Fisher entry."""
+
+    fisher: dict[str, torch.Tensor]
+    anchor: dict[str, torch.Tensor]
+    lam: float
+
+    def __call__(self, model: RSSM) -> torch.Tensor:
+        total = torch.zeros(())
+        for name, p in model.named_parameters():
+            if name in self.fisher:
+                total = total + (self.fisher[name] * (p - self.anchor[name]).pow(2)).sum()
+        return 0.5 * self.lam * total
+
+
+def fisher_diagonal(model: RSSM, z: torch.Tensor, a: torch.Tensor, z_next: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Empirical diagonal Fisher of log p(z' | z, a) from h = 0: the mean over transitions of the squared gradient
+    of each transition's log-likelihood, for every parameter of the model. The latents are fixed inputs (encoded
+    once by the post-A model), so every encoder and decoder entry is exactly zero, and so is the GRU's recurrent
+    weight (h = 0): EWC protects the transition component only."""
+    params = dict(model.named_parameters())
+    fisher = {n: torch.zeros_like(p) for n, p in params.items()}
+    model.eval()
+    for i in range(z.shape[0]):
+        model.zero_grad(set_to_none=True)
+        h = model.step(model.initial(1, z), z[i : i + 1], a[i : i + 1])
+        mu, logvar = model.prior(h)
+        (-gaussian_nll(z_next[i : i + 1], mu, logvar).sum()).backward()
+        for n, p in params.items():
+            if p.grad is not None:
+                fisher[n] += p.grad.detach().pow(2)
+    model.zero_grad(set_to_none=True)
+    return {n: f / z.shape[0] for n, f in fisher.items()}
+
+
+@dataclass
+class Phase:
+    """What one task phase recorded."""
+
+    curve: list[float]
+    """Mean reconstruction loss per curve segment (training windows, pixel squared error per frame)."""
+    nan_steps: int
+    """Updates dropped because the loss was not finite."""
+    updates: int
+
+
+def train_phase(
+    model: RSSM,
+    sources: list[tuple[Episodes, int]],
+    cfg: WmfTraining,
+    seed: int,
+    ewc: EwcPenalty | None = None,
+) -> Phase:
+    """`cfg.updatesPerTask` Adam updates on windows drawn uniformly from each source (`(episodes, windows per
+    batch)`; the counts sum to the batch). Adam is built here over the trainable parameters. Every random draw
+    (windows, posterior noise, dropout) comes from generators seeded by `seed`."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
+    windows = [data.windows(cfg.sequenceLength) for data, _ in sources]
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=cfg.lr)
+    model.train()
+    points = min(cfg.curvePoints, cfg.updatesPerTask)
+    edges = np.linspace(0, cfg.updatesPerTask, points + 1).astype(int)
+    curve: list[float] = []
+    seg: list[float] = []
+    nan_steps = 0
+    for step in range(cfg.updatesPerTask):
+        obs_parts, act_parts = [], []
+        for (data, count), win in zip(sources, windows, strict=True):
+            rows = win[rng.integers(len(win), size=count)]
+            o, a = batch_tensors(data, rows, cfg.sequenceLength)
+            obs_parts.append(o)
+            act_parts.append(a)
+        obs, actions = torch.cat(obs_parts), torch.cat(act_parts)
+        eps = torch.randn(obs.shape[0], obs.shape[1], model.latent)
+        loss, parts = model.loss(obs, actions, eps)
+        if ewc is not None:
+            loss = loss + ewc(model)
+        if not torch.isfinite(loss):
+            nan_steps += 1
+        else:
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            seg.append(float(parts["reconstruction"]))
+        if step + 1 in edges[1:]:
+            curve.append(float(np.mean(seg)) if seg else float("nan"))
+            seg = []
+    model.eval()
+    return Phase(curve, nan_steps, cfg.updatesPerTask)
+
+
+def state(model: RSSM) -> dict[str, Any]:
+    """A detached copy of the model's state (parameters and buffers)."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -1,0 +1,151 @@
+"""wmf suite: models, metrics and the stage cache (fast, tiny sizes); one end-to-end MiniGrid run pair for
+determinism and stage reuse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("minigrid")
+
+from cltoolkit.suites.wmf import evaluate as ev  # noqa: E402
+from cltoolkit.suites.wmf.models import WmfProtocol  # noqa: E402
+from cltoolkit.suites.wmf.train import fisher_diagonal  # noqa: E402
+from cltoolkit.suites.wmf.world import RSSM, UGMTM, ProgressiveRSSM, build  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = {"latent": 8, "hidden": 16, "channels": [4, 8, 8, 16], "beta": 1.0}
+UG = {"experts": 4, "dropout": 0.1, "mcPasses": 3, "mcPassesEval": 3, "thresholdWindow": 50, "gateLambda": 10.0}
+
+
+def _protocol(name: str) -> WmfProtocol:
+    return WmfProtocol.model_validate_json((ROOT / "protocols" / f"{name}.json").read_text(), strict=True)
+
+
+def _latents(n: int, latent: int, action: int, seed: int = 0) -> ev.LatentSet:
+    g = torch.Generator().manual_seed(seed)
+    return ev.LatentSet(torch.randn(n, latent, generator=g), torch.randn(n, action, generator=g),
+                        torch.randn(n, latent, generator=g))
+
+
+def test_batched_loss_equals_stepwise_math() -> None:
+    """The one-pass loss (each frame encoded once, GRU over the sequence) equals the step-by-step loss, gradients
+    included, at a protocol-like shape."""
+    torch.manual_seed(0)
+    model = RSSM(32, 64, 7, (8, 16, 32, 64), 1.0)
+    obs, act, eps = torch.rand(4, 5, 3, 64, 64), torch.rand(4, 4, 7), torch.randn(4, 5, 32)
+    batched = model.loss(obs, act, eps)[0]
+    grads_b = torch.autograd.grad(batched, list(model.parameters()))
+    stepwise = model.loss_stepwise(obs, act, eps)
+    grads_s = torch.autograd.grad(stepwise, list(model.parameters()))
+    assert torch.allclose(batched, stepwise, rtol=1e-5, atol=1e-4)
+    for gb, gs in zip(grads_b, grads_s, strict=True):
+        assert torch.allclose(gb, gs, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("method", ["finetuning", "progressive_nets", "ug_mtm"])
+def test_pf_and_rd_of_a_model_against_itself_are_zero(method: str) -> None:
+    torch.manual_seed(1)
+    model = build(SMALL, method, 3, UG)
+    if method != "finetuning":
+        model.switch()
+    d = _latents(40, 8, 3)
+    assert ev.nll(model, d, 5) - ev.nll(model, d, 5) == 0.0
+    assert ev.rollout_divergence(model, model, d, horizon=15, starts=20, seed=5) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_rd_is_positive_between_different_models() -> None:
+    torch.manual_seed(2)
+    a, b = RSSM(8, 16, 3, (4, 8, 8, 16), 1.0), RSSM(8, 16, 3, (4, 8, 8, 16), 1.0)
+    assert ev.rollout_divergence(a, b, _latents(40, 8, 3), horizon=5, starts=20, seed=0) > 0.0
+
+
+def test_ewc_fisher_is_exactly_zero_on_every_encoder_parameter() -> None:
+    torch.manual_seed(3)
+    model = RSSM(8, 16, 3, (4, 8, 8, 16), 1.0)
+    d = _latents(50, 8, 3)
+    fisher = fisher_diagonal(model, d.z, d.a, d.z_next)
+    encoder = [n for n in fisher if n.startswith("vae.")]
+    assert encoder and all(float(fisher[n].abs().max()) == 0.0 for n in encoder)
+    assert float(fisher["gru.weight_hh_l0"].abs().max()) == 0.0  # h = 0: the recurrent pathway is unprotected
+    assert float(fisher["gru.weight_ih_l0"].abs().max()) > 0.0 and float(fisher["head.weight"].abs().max()) > 0.0
+
+
+def test_d_param_of_the_gym_levels() -> None:
+    protocol = _protocol("wmf-v1")
+    gym = next(f for f in protocol.families if f.id == "gym")
+    vec = {lv.id: [(t.physics.gravity, t.physics.massScale, t.physics.frictionScale) for t in (lv.taskA, lv.taskB)]
+           for lv in gym.levels}
+    got = {k: round(ev.d_param(*v), 3) for k, v in vec.items()}  # type: ignore[arg-type]
+    assert got == {"min": 0.283, "med": 0.586, "max": 0.622}
+
+
+def test_switch_freezes_what_the_methods_declare() -> None:
+    torch.manual_seed(4)
+    prog = ProgressiveRSSM(8, 16, 3, (4, 8, 8, 16), 1.0)
+    prog.switch()
+    assert not any(p.requires_grad for p in prog.gru.parameters())
+    assert all(p.requires_grad for p in prog.vae.parameters())
+    ug = build(SMALL, "ug_mtm", 3, UG)
+    assert isinstance(ug, UGMTM)
+    ug.switch()
+    assert int(ug.active) == 1
+    assert not any(p.requires_grad for p in [*ug.vae.parameters(), *ug.head.parameters(), *ug.experts[0].parameters()])
+    assert all(p.requires_grad for p in ug.experts[1].parameters())
+
+
+def test_evaluation_never_changes_a_model() -> None:
+    torch.manual_seed(5)
+    ug = build(SMALL, "ug_mtm", 3, UG)
+    before = {k: v.clone() for k, v in ug.state_dict().items()}
+    d = _latents(30, 8, 3)
+    ev.nll(ug, d, 1)
+    ev.rollout_divergence(ug, ug, d, 5, 10, 1)
+    assert all(torch.equal(before[k], v) for k, v in ug.state_dict().items())
+
+
+def _tiny(tmp: Path) -> WmfProtocol:
+    data = json.loads((ROOT / "protocols" / "wmf-lite-v1.json").read_text())
+    data["data"].update(trainEpisodes=1, heldOutEpisodes=1, maxEpisodeSteps=30)
+    data["model"].update(hidden=16, channels=[4, 8, 8, 16])
+    data["training"].update(updatesPerTask=6, curvePoints=3)
+    data["evaluation"].update(transitions=20, fisherTransitions=5, reconstructionFrames=10, rdStarts=5, rdHorizon=3)
+    return WmfProtocol.model_validate_json(json.dumps(data), strict=True)
+
+
+def test_runs_share_stages_and_are_deterministic(tmp_path: Path) -> None:
+    """Two runs of one seed give identical metrics; the second method reuses the first's data, task-A phase and
+    reference stages (and says so), and a fresh store recomputes them bit-identically."""
+    from cltoolkit.suites.wmf.driver import run_cell
+
+    protocol = _tiny(tmp_path)
+    first = run_cell(protocol, "minigrid-min", "finetuning", {}, 0, tmp_path / "a")
+    ewc = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0}, 0, tmp_path / "a")
+    again = run_cell(protocol, "minigrid-min", "finetuning", {}, 0, tmp_path / "b")
+    assert first["reused"] == [] and again["reused"] == []
+    assert first["metrics"] == again["metrics"]
+    reused = {r.split(":")[0] for r in ewc["reused"]}
+    assert {"phase-A-rssm", "reference-B-scratch", "data-train-A", "data-heldout-B"} <= reused
+    assert ewc["metrics"]["stages"]["phase-A-rssm"] == first["metrics"]["stages"]["phase-A-rssm"]
+    assert ewc["metrics"]["ewcFisherEncoderMax"] == 0.0
+    assert ewc["metrics"]["reconAAfterA"] == first["metrics"]["reconAAfterA"]  # same task-A model
+    assert first["metrics"]["dParam"] is None and first["metrics"]["pis"] is None
+    assert len(first["metrics"]["curves"]["A"]) == 3
+    other_seed = run_cell(protocol, "minigrid-min", "finetuning", {}, 1, tmp_path / "a")
+    assert other_seed["metrics"]["stages"]["phase-A-rssm"] != first["metrics"]["stages"]["phase-A-rssm"]
+
+
+def test_shipped_wmf_protocols_validate_and_plan() -> None:
+    from cltoolkit.suites.wmf.suite import WmfSuite
+
+    suite = WmfSuite()
+    full = _protocol("wmf-v1")
+    assert list(suite.check(full)) == []
+    assert len(suite.plan(full, None)) == 375
+    lite = _protocol("wmf-lite-v1")
+    assert len(suite.plan(lite, None)) == 9 * 5 * 3
+    assert np.all([p.cell for p in suite.plan(lite, None)])
