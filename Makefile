@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[dev,ray,nav]'
+	$(BIN)/pip install -q -e '.[dev,ray,nav,wm]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -149,3 +149,28 @@ def test_shipped_wmf_protocols_validate_and_plan() -> None:
     lite = _protocol("wmf-lite-v1")
     assert len(suite.plan(lite, None)) == 9 * 5 * 3
     assert np.all([p.cell for p in suite.plan(lite, None)])
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("renderer", "env_id", "gravity"), [
+    ("minigrid", "MiniGrid-KeyCorridorS3R1-v0", None),
+    ("mujoco", "HalfCheetah-v5", 4.0),
+    ("dm_control", "walker/run", 4.0),
+])
+def test_family_frames_are_64x64_uint8_and_seeded(renderer: str, env_id: str, gravity: float | None) -> None:
+    """Every family renders 64x64x3 uint8 frames; one seed collects identical episodes, another seed different ones;
+    physics changes reach the simulator."""
+    from cltoolkit.suites.wmf.envs import collect, make_env
+
+    env = make_env(renderer, env_id, gravity, 3.0 if gravity else 1.0, 0.5 if gravity else 1.0)
+    try:
+        a, b, c = collect(env, 1, 20, 0), collect(env, 1, 20, 0), collect(env, 1, 20, 1)
+        if renderer == "mujoco":
+            assert env.env.unwrapped.model.opt.gravity[2] == pytest.approx(-4.0)  # type: ignore[attr-defined]
+        if renderer == "dm_control":
+            assert env.env.physics.model.opt.gravity[2] == pytest.approx(-4.0)  # type: ignore[attr-defined]
+    finally:
+        env.close()
+    assert a.frames.shape[2:] == (64, 64, 3) and a.frames.dtype == np.uint8
+    assert np.array_equal(a.frames, b.frames) and np.array_equal(a.actions, b.actions)
+    assert not np.array_equal(a.actions, c.actions)

@@ -1,0 +1,84 @@
+"""Benchmark: milliseconds per world-model gradient step at the wmf-v1 model size (ConvVAE 32/64/128/256 -> 32,
+GRU 512, batch 8 x sequence 5, Adam, 1 torch thread), in the one-pass form the suite trains with and in the
+step-by-step form of seed 000 (target: at most 130 ms; the seed's own implementation takes about 295 ms here),
+and the wall time of one full wmf-lite-v1 cell (5 methods x 1 seed, fresh stage cache, one process).
+Prints one JSON object. Usage: python bench/wmf.py [--steps 10] [--cell minigrid-min] [--no-cell]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def step_ms(steps: int, stepwise: bool) -> float:
+    import torch
+
+    from cltoolkit.suites.wmf.world import RSSM
+
+    torch.manual_seed(0)
+    model = RSSM(32, 512, 7, (32, 64, 128, 256), 1.0)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    obs, act, eps = torch.rand(8, 5, 3, 64, 64), torch.rand(8, 4, 7), torch.randn(8, 5, 32)
+    loss_fn = model.loss_stepwise if stepwise else (lambda o, a, e: model.loss(o, a, e)[0])
+    times = []
+    for i in range(steps + 3):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss_fn(obs, act, eps).backward()
+        opt.step()
+        if i >= 3:
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def cell_seconds(cell: str) -> dict[str, float]:
+    from cltoolkit.suites.wmf.driver import run_cell
+    from cltoolkit.suites.wmf.models import WmfProtocol
+    from cltoolkit.suites.wmf.suite import _METHODS
+
+    protocol = WmfProtocol.model_validate_json((REPO / "protocols" / "wmf-lite-v1.json").read_text(), strict=True)
+    store = Path(tempfile.mkdtemp(prefix="wmf-bench-"))
+    out = {}
+    total = time.perf_counter()
+    for comp in protocol.comparisons:
+        start = time.perf_counter()
+        run_cell(protocol, cell, _METHODS[comp.method], dict(comp.hyperparameters), 100, store)
+        out[comp.id] = round(time.perf_counter() - start, 1)
+    out["total"] = round(time.perf_counter() - total, 1)
+    return out
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--cell", default="minigrid-min")
+    parser.add_argument("--no-cell", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    result: dict[str, object] = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "wmfV1StepMs": round(step_ms(args.steps, False), 1),
+        "wmfV1StepwiseMs": round(step_ms(args.steps, True), 1),
+        "targetMs": 130,
+    }
+    result["metTarget"] = result["wmfV1StepMs"] <= 130  # type: ignore[operator]
+    if not args.no_cell:
+        result["liteCell"] = args.cell
+        result["liteCellSeconds"] = cell_seconds(args.cell)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
