@@ -23,9 +23,9 @@ from torch.nn import functional as F
 
 __all__ = [
     "RSSM",
+    "UGMTM",
     "ConvVAE",
     "ProgressiveRSSM",
-    "UGMTM",
     "gaussian_kl",
     "gaussian_nll",
 ]
