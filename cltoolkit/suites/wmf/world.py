@@ -230,6 +230,10 @@ class UGMTM(RSSM):
     (an MSE term added to the loss). At the switch the next expert becomes active and the VAE, the prior head and
     expert 0 are frozen."""
 
+    history: Tensor
+    filled: Tensor
+    active: Tensor
+
     def __init__(
         self, latent: int, hidden: int, action: int, channels: tuple[int, int, int, int], beta: float, *,
         experts: int, dropout: float, mc_passes: int, mc_passes_eval: int, window: int, gate_lambda: float,
