@@ -114,6 +114,13 @@ def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: Analysis
         for h in one_sided:
             b = stats.one_sided_t(h.sign * h.values, h.sign * h.delta, alpha / m)  # type: ignore[operator]
             h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
+    for h in hypotheses:  # exploratory gates: decided at the marginal level, outside the corrected family
+        if h.evaluable and not h.gate.confirmatory and h.gate.test not in ("report-only", "equivalence-tost"):
+            b = stats.one_sided_t(h.sign * h.values, h.sign * h.delta, alpha)  # type: ignore[operator]
+            h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
+            h.decision = "pass" if h.p is not None and h.p <= alpha else "fail"
+        elif h.evaluable and not h.gate.confirmatory and h.gate.test == "equivalence-tost":
+            h.decision = "pass" if h.p is not None and h.p <= alpha else "fail"
     for h in hypotheses:
         if h.evaluable and h.gate.test == "report-only":
             h.decision = "reported"
@@ -130,6 +137,9 @@ def _wording(g: Gate, h: HypothesisResult | None) -> str:
         if high is not None and high < 0:
             return f"{g.method} below {g.reference}: the two-sided interval excludes 0 (p = {h.pValue:.3g})"
         return f"no evidence of a difference between {g.method} and {g.reference}; do not claim an improvement"
+    if not g.confirmatory:
+        return ("exploratory, unadjusted: supported at the marginal level" if h.decision == "pass"
+                else "exploratory, unadjusted: not supported (the test did not reject)")
     return "supported at the declared level" if h.decision == "pass" else "not supported (the test did not reject)"
 
 

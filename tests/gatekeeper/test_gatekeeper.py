@@ -270,3 +270,24 @@ def test_pilot_stage_never_reports(toy, cli) -> None:  # type: ignore[no-untyped
     _setup(toy, doc)
     out = cli("report", "-p", "toy-v1", "--stage", "pilot")
     assert out.exit_code == 1 and "pilot stage" in out.output
+
+
+def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    """A non-confirmatory threshold or comparison gate gets a marginal (unadjusted) decision and says so; it neither
+    enters nor changes the confirmatory Holm family."""
+    doc = toy_protocol()
+    doc["gates"] = [
+        {"id": "conf", "label": "base below cand", "metric": "toy.score-v1", "method": "base", "reference": "cand",
+         "test": "superiority", "comparator": "<", "margin": 0.1, "unit": "score"},
+        {"id": "explore-pass", "label": "base below cand (exploratory)", "metric": "toy.score-v1", "method": "base",
+         "reference": "cand", "test": "superiority", "comparator": "<", "margin": 0.0, "unit": "score", "confirmatory": False},
+        {"id": "explore-fail", "label": "base above cand (exploratory)", "metric": "toy.score-v1", "method": "base",
+         "reference": "cand", "test": "superiority", "comparator": ">", "margin": 0.0, "unit": "score", "confirmatory": False},
+    ]
+    _setup(toy, doc)
+    assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
+    gates = {g["id"]: g for g in json.loads(cli("report", "-p", "toy-v1", "--json", "--dry-run").output)["gates"]}
+    assert gates["explore-pass"]["decision"] == "pass" and gates["explore-fail"]["decision"] == "fail"
+    assert gates["explore-pass"]["pAdjusted"] is None and gates["explore-pass"]["wording"].startswith("exploratory, unadjusted")
+    assert gates["explore-pass"]["interval"][1] < 0  # marginal upper bound of a lower-is-better claim
+    assert gates["conf"]["pAdjusted"] == pytest.approx(gates["conf"]["pValue"])  # a family of one

@@ -108,13 +108,19 @@ def test_evaluation_never_changes_a_model() -> None:
     assert all(torch.equal(before[k], v) for k, v in ug.state_dict().items())
 
 
-def _tiny(tmp: Path) -> WmfProtocol:
+def _tiny_doc() -> dict:  # type: ignore[type-arg]
     data = json.loads((ROOT / "protocols" / "wmf-lite-v1.json").read_text())
     data["data"].update(trainEpisodes=1, heldOutEpisodes=1, maxEpisodeSteps=30)
     data["model"].update(hidden=16, channels=[4, 8, 8, 16])
     data["training"].update(updatesPerTask=6, curvePoints=3)
     data["evaluation"].update(transitions=20, fisherTransitions=5, reconstructionFrames=10, rdStarts=5, rdHorizon=3)
-    return WmfProtocol.model_validate_json(json.dumps(data), strict=True)
+    data["results"] = None
+    data["status"]["stage"] = "draft"
+    return data  # type: ignore[no-any-return]
+
+
+def _tiny(tmp: Path) -> WmfProtocol:
+    return WmfProtocol.model_validate_json(json.dumps(_tiny_doc()), strict=True)
 
 
 def test_runs_share_stages_and_are_deterministic(tmp_path: Path) -> None:
@@ -174,3 +180,43 @@ def test_family_frames_are_64x64_uint8_and_seeded(renderer: str, env_id: str, gr
     assert a.frames.shape[2:] == (64, 64, 3) and a.frames.dtype == np.uint8
     assert np.array_equal(a.frames, b.frames) and np.array_equal(a.actions, b.actions)
     assert not np.array_equal(a.actions, c.actions)
+
+
+def test_two_runs_of_a_grid_give_identical_records_but_timing(project, cli) -> None:  # type: ignore[no-untyped-def]
+    """`clt run` twice on fresh stores (one MiniGrid cell, two methods, one seed): the records are identical except
+    their timestamps and wall-clock time; then `clt report` fills the results with the suite's analysis."""
+    import shutil
+
+    doc = _tiny_doc()
+    doc["families"] = [f for f in doc["families"] if f["id"] == "minigrid"]
+    doc["families"][0]["levels"] = doc["families"][0]["levels"][:1]
+    doc["families"][0]["levels"][0]["seeds"] = [0]
+    doc["seeds"]["stages"][0]["seeds"] = [0]
+    doc["comparisons"] = doc["comparisons"][:3]
+    doc["methodPairs"] = [p for p in doc["methodPairs"] if p["method"] in ("replay-infinite", "ewc")]
+    doc["gates"] = [g for g in doc["gates"] if g["method"] in ("finetuning", "ewc", "replay-infinite")]
+    doc["budget"]["match"][0]["across"] = [c["id"] for c in doc["comparisons"]]
+    (project.root / "protocols" / "wmf-lite-v1.json").write_text(json.dumps(doc, indent=2) + "\n")
+    assert cli("protocol", "freeze", "wmf-lite-v1").exit_code == 0
+    store = project.root / "runs" / "wmf-lite-v1"
+
+    def records() -> dict[str, dict]:  # type: ignore[type-arg]
+        out = {}
+        for path in sorted(store.glob("*/record.json")):
+            rec = json.loads(path.read_text())
+            for key in ("startedAt", "finishedAt", "wallClockSeconds"):
+                rec["provenance"].pop(key)
+            out[path.parent.name] = rec
+        return out
+
+    assert cli("run", "-p", "wmf-lite-v1", "--workers", "1").exit_code == 0
+    first = records()
+    shutil.rmtree(store)
+    assert cli("run", "-p", "wmf-lite-v1", "--workers", "1").exit_code == 0
+    assert len(first) == 3 and records() == first
+    assert cli("report", "-p", "wmf-lite-v1").exit_code == 0
+    results = json.loads((project.root / "protocols" / "wmf-lite-v1.json").read_text())["results"]
+    gate = {g["id"]: g for g in results["gates"]}["ewc-encoder-forgets"]
+    assert gate["decision"] == "not-evaluable" and "needs at least 2 replicates" in gate["wording"]  # one seed
+    report = (project.root / "reports" / "wmf-lite-v1" / "report.md").read_text()
+    assert "Forgetting per cell" in report and "| minigrid-min | ewc | 1 |" in report

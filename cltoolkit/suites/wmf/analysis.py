@@ -167,11 +167,10 @@ class WmfAnalysis(Analysis):
                 pts = [p for p in pts if p[0] is not None and p[1] is not None]
                 if pts:
                     xs, ys = zip(*pts, strict=True)
-                    ax.scatter(xs, ys, s=14, alpha=0.75, color=f"C{i}", label=comp)
-            ax.set_xscale("log")
+                    ax.scatter(np.log10(np.asarray(xs)), ys, s=14, alpha=0.75, color=f"C{i}", label=comp)
             ax.axhline(0, color="grey", lw=0.7)
-            ax.axvline(1, color="grey", lw=0.7)
-            ax.set_xlabel("encoder drift (recon A after B / after A, log)")
+            ax.axvline(0, color="grey", lw=0.7)
+            ax.set_xlabel("log10 encoder drift (recon A after B / after A)")
             ax.set_ylabel("PF (nats)")
             ax.set_title(family.id, fontsize=9)
         axes[0].legend(fontsize=7)

@@ -115,6 +115,9 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
     rows_f = _rows(held_a, ev_cfg.fisherTransitions, seed, "fisher", skip=rows_d)
     frames_a = _rows(held_a, ev_cfg.reconstructionFrames, seed, "recon-A")
     frames_b = _rows(held_b, ev_cfg.reconstructionFrames, seed, "recon-B")
+    if method == "ewc" and len(rows_f) == 0:
+        raise ValueError(f"{cell} seed {seed}: the held-out task-A episodes leave no transitions for EWC's Fisher set "
+                         f"after D_A ({len(rows_d)} transitions); collect more held-out episodes")
     d_a = ev.encode_transitions(m_a, held_a, rows_d)
 
     ewc = None
@@ -172,6 +175,8 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
         "nanStepsB": log_b.nan_steps,
         "gammaTermEvaluated": gamma is not None,
         "stages": dict(sorted(cache.used.items())),
+        "evaluationSizes": {"transitionsA": len(rows_d), "fisherTransitions": len(rows_f) if method == "ewc" else None,
+                            "framesA": len(frames_a), "framesB": len(frames_b)},
     }
     if ewc is not None:
         metrics["ewcFisherEncoderMax"] = max(float(f.abs().max()) for n, f in ewc.fisher.items() if n.startswith("vae."))

@@ -64,7 +64,7 @@ class FrameEnv:
     def sample_action(self, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
 
-    def close(self) -> None:  # noqa: B027 - optional
+    def close(self) -> None:
         pass
 
 

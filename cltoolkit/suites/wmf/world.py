@@ -23,9 +23,9 @@ from torch.nn import functional as F
 
 __all__ = [
     "RSSM",
+    "UGMTM",
     "ConvVAE",
     "ProgressiveRSSM",
-    "UGMTM",
     "gaussian_kl",
     "gaussian_nll",
 ]
@@ -229,6 +229,10 @@ class UGMTM(RSSM):
     limitation 7). The uncertainty head learns to predict the next-latent error ||z_{t+1} - m(h_{t+1})||^2
     (an MSE term added to the loss). At the switch the next expert becomes active and the VAE, the prior head and
     expert 0 are frozen."""
+
+    history: Tensor
+    filled: Tensor
+    active: Tensor
 
     def __init__(
         self, latent: int, hidden: int, action: int, channels: tuple[int, int, int, int], beta: float, *,
