@@ -54,6 +54,10 @@ def test_freeze_refuses_failing_safeguards(cli, project) -> None:  # type: ignor
     result = cli("protocol", "freeze", "nav4-v1")
     assert result.exit_code == 1 and "safeguard checks fail" in result.output
     assert "/seeds/splits: the test seed range holds fewer than 100 distinct" in result.output
+    path = project.protocol_path("wmf-v1")
+    doc = read(path)
+    doc["comparisons"], doc["gates"], doc["methodPairs"], doc["budget"]["match"] = [], [], [], []
+    write(path, doc)
     result = cli("protocol", "freeze", "wmf-v1")
     assert result.exit_code == 1 and "/comparisons: nothing to run" in result.output
 
