@@ -220,3 +220,14 @@ def test_two_runs_of_a_grid_give_identical_records_but_timing(project, cli) -> N
     assert gate["decision"] == "not-evaluable" and "needs at least 2 replicates" in gate["wording"]  # one seed
     report = (project.root / "reports" / "wmf-lite-v1" / "report.md").read_text()
     assert "Forgetting per cell" in report and "| minigrid-min | ewc | 1 |" in report
+
+
+def test_suite_check_names_bad_pairs_and_physics() -> None:
+    from cltoolkit.suites.wmf.suite import WmfSuite
+
+    doc = json.loads((ROOT / "protocols" / "wmf-lite-v1.json").read_text())
+    doc["methodPairs"][0]["reference"] = "nobody"
+    doc["families"][0]["levels"][0]["taskB"]["physics"] = {"gravity": 3.0}
+    protocol = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
+    where = {p.where for p in WmfSuite().check(protocol)}
+    assert where == {"/methodPairs/0/reference", "/families/0/levels/0"}

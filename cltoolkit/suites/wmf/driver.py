@@ -19,7 +19,7 @@ from cltoolkit.suites.wmf.envs import Episodes, collect, make_env
 from cltoolkit.suites.wmf.models import TaskRef, WmfProtocol
 from cltoolkit.suites.wmf.stages import StageCache
 from cltoolkit.suites.wmf.train import EwcPenalty, fisher_diagonal, state, train_phase
-from cltoolkit.suites.wmf.world import RSSM, build
+from cltoolkit.suites.wmf.world import RSSM, build, gaussian_kl
 
 __all__ = ["PLAIN", "run_cell"]
 
@@ -127,7 +127,7 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
         fisher = fisher_diagonal(m_b, fset.z, fset.a, fset.z_next)
         ewc = EwcPenalty({n: f for n, f in fisher.items()}, state(m_b), float(params["lambda"]))
     elif method == "replay_infinite":
-        n_a = int(round(batch * float(params["taskAShare"])))
+        n_a = round(batch * float(params["taskAShare"]))
         sources = [(data["A", "train"], n_a), (data["B", "train"], batch - n_a)]
     m_b.switch()
     log_b = train_phase(m_b, sources, cfg, derived_seed(seed, "phase", "B", method), ewc)
@@ -188,8 +188,6 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
 @torch.no_grad()
 def _kl_on(m_p: RSSM, m_q: RSSM, d: ev.LatentSet) -> float:
     """d_trans: mean over D of KL(p_A(z' | z, a) || p_B(z' | z, a)) between the from-scratch models, from h = 0."""
-    from cltoolkit.suites.wmf.world import gaussian_kl
-
     h_p = m_p.step(m_p.initial(d.z.shape[0], d.z), d.z, d.a)
     h_q = m_q.step(m_q.initial(d.z.shape[0], d.z), d.z, d.a)
     return float(gaussian_kl(*m_p.prior(h_p), *m_q.prior(h_q)).mean())

@@ -102,21 +102,12 @@ class WmfSuite(Suite):
     summary = "world-model forgetting: 3 families x 3 distances, 5 methods, PF / RD / FT beside encoder drift"
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
-        from cltoolkit.registry import registries
-
+        """Beyond `clt protocol validate`'s registry and hyperparameter checks: the driver runs these five methods
+        only, method pairs name declared comparisons, MiniGrid tasks carry no physics."""
         assert isinstance(protocol, WmfProtocol)
         for i, comp in enumerate(protocol.comparisons):
             if comp.method not in _METHODS:
-                yield Problem(f"/comparisons/{i}/method", f"not a wmf method (known: {', '.join(_METHODS)})")
-                continue
-            params = registries().method.get(comp.method).Params
-            if params is not None:
-                try:
-                    params.model_validate(comp.hyperparameters)
-                except Exception as exc:  # pydantic ValidationError: one line per field
-                    for err in getattr(exc, "errors", lambda: [])():
-                        loc = "/".join(str(x) for x in err["loc"])
-                        yield Problem(f"/comparisons/{i}/hyperparameters/{loc}", err["msg"])
+                yield Problem(f"/comparisons/{i}/method", f"the wmf driver runs {', '.join(_METHODS)} only")
         ids = {c.id for c in protocol.comparisons}
         for i, pair in enumerate(protocol.methodPairs):
             for field in ("method", "reference"):
