@@ -82,7 +82,7 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
     if int(data["B", "train"].actions.shape[-1]) != width:
         raise ValueError(f"{cell}: tasks A and B have different action widths")
     ug = params if method == "ug_mtm" else None
-    data_key = {k[0] + k[1]: cache.used[f"data-{k[1]}-{k[0]}"] for k in data}
+    data_key = {f"{split}-{task}": cache.used[f"data-{split}-{task}"] for task, split in data}
     model_key = {"model": protocol.model.model_dump(mode="json"), "training": cfg.model_dump(mode="json"),
                  "data": data_key, "seed": seed}
     batch = cfg.batch

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Episodes", "FrameEnv", "action_width", "collect", "make_env"]
+__all__ = ["Episodes", "FrameEnv", "collect", "make_env"]
 
 SIZE = 64
 MINIGRID_ACTIONS = 7
@@ -188,16 +188,6 @@ def make_env(renderer: str, env_id: str, gravity: float | None = None, mass: flo
     if renderer == "mujoco":
         return GymFrames(env_id, gravity, mass, friction)
     return DmcFrames(env_id, gravity, mass, friction)
-
-
-def action_width(renderer: str, env_id: str) -> int:
-    if renderer == "minigrid":
-        return MINIGRID_ACTIONS
-    env = make_env(renderer, env_id)
-    try:
-        return env.width
-    finally:
-        env.close()
 
 
 def collect(env: FrameEnv, episodes: int, max_steps: int, seed: int) -> Episodes:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from cltoolkit.suites.wmf.envs import Episodes
     from cltoolkit.suites.wmf.models import WmfTraining
 
-__all__ = ["EwcPenalty", "Phase", "batch_tensors", "fisher_diagonal", "train_phase"]
+__all__ = ["EwcPenalty", "Phase", "batch_tensors", "fisher_diagonal", "state", "train_phase"]
 
 
 def batch_tensors(data: Episodes, rows: np.ndarray, length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,7 +71,6 @@ class Phase:
     """Mean reconstruction loss per curve segment (training windows, pixel squared error per frame)."""
     nan_steps: int
     """Updates dropped because the loss was not finite."""
-    updates: int
 
 
 def train_phase(
@@ -118,7 +117,7 @@ def train_phase(
             curve.append(float(np.mean(seg)) if seg else float("nan"))
             seg = []
     model.eval()
-    return Phase(curve, nan_steps, cfg.updatesPerTask)
+    return Phase(curve, nan_steps)
 
 
 def state(model: RSSM) -> dict[str, Any]:

@@ -248,8 +248,6 @@ class UGMTM(RSSM):
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         self.register_buffer("active", torch.zeros((), dtype=torch.long))
         self.mc_passes, self.mc_passes_eval, self.gate_lambda = mc_passes, mc_passes_eval, gate_lambda
-        self.record_gates = False
-        self.gate_log: list[Tensor] = []
 
     def uncertainty(self, x: Tensor) -> Tensor:
         """MC-dropout variance (dropout active in every pass, training or not)."""
@@ -278,10 +276,7 @@ class UGMTM(RSSM):
 
     def step(self, h: Tensor, z: Tensor, a: Tensor) -> Tensor:
         x = torch.cat([z, a], -1)
-        g = self.gates(self.uncertainty(x))
-        if self.record_gates:
-            self.gate_log.append(g.detach())
-        return self._mix(x, h, g)
+        return self._mix(x, h, self.gates(self.uncertainty(x)))
 
     def sequence(self, z: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
         x = torch.cat([z, a], -1)
