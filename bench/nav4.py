@@ -41,11 +41,13 @@ def main() -> int:
     import torch
 
     from cltoolkit.protocol.validate import load_protocol
+    from cltoolkit.run.memory import keep_freed_memory
     from cltoolkit.suites.nav4.agent import Agent, Ledger, VecTasks
     from cltoolkit.suites.nav4.env import EgocentricWrapper, Nav4Env
     from cltoolkit.suites.nav4.suite import AgentParams
 
     torch.set_num_threads(1)
+    keep_freed_memory()  # as every worker does
     seed = lambda rng: int(rng.integers(20_000))  # noqa: E731
     nav = {task: round(_rate(Nav4Env(task), args.seconds, seed)) for task in ("goal", "key", "hazards", "combined")}
     doorkey = round(_rate(EgocentricWrapper(gym.make("MiniGrid-DoorKey-8x8-v0"), "key"), args.seconds, seed))

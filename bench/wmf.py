@@ -60,12 +60,15 @@ def cell_seconds(cell: str) -> dict[str, float]:
 def main() -> None:
     import torch
 
+    from cltoolkit.run.memory import keep_freed_memory
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--cell", default="minigrid-min")
     parser.add_argument("--no-cell", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    keep_freed_memory()  # as every worker does
     result: dict[str, object] = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cltoolkit._io import write_json
+from cltoolkit.run.memory import keep_freed_memory
 
 __all__ = ["execute_job", "main"]
 
@@ -35,6 +36,7 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
     threads = int(job["threads"])
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
+    keep_freed_memory()
     try:
         from cltoolkit.protocol.validate import load_protocol
         from cltoolkit.registry import registries

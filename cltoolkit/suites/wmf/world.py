@@ -82,6 +82,11 @@ class ConvVAE(nn.Module):
             nn.ConvTranspose2d(c2, c1, 6, 2), nn.ReLU(), nn.ConvTranspose2d(c1, 3, 6, 2), nn.Sigmoid(),
         )
         self.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        # The point layer's weight stays in the standard layout: it is used as a (cin, cout*k*k) matrix, and in
+        # channels-last every step would copy it (and its gradient) and Adam's element-wise kernels would take a
+        # strided path (together ~12 ms of a 168 ms wmf-v1 step). Same values, same arithmetic.
+        point = self.decoder[0].weight
+        point.data = point.data.contiguous()
 
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """(N, 3, 64, 64) -> posterior mean and log-variance (N, latent). Convolutions run channels-last (NHWC),
