@@ -57,7 +57,9 @@ def dump_json(obj: Any, *, sort_keys: bool = True, row_lists: tuple[str, ...] = 
             return [lift(v) for v in value]
         return value
 
-    text = json.dumps(lift(obj) if row_lists else obj, indent=2, sort_keys=sort_keys, allow_nan=False, ensure_ascii=False)
+    text = json.dumps(
+        lift(obj) if row_lists else obj, indent=2, sort_keys=sort_keys, allow_nan=False, ensure_ascii=False
+    )
     for i, items in enumerate(rows):
         token = f'"\\u0000rows{i}\\u0000"'
         at = text.index(token)

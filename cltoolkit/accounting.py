@@ -18,7 +18,12 @@ def frames(environment_steps: int, action_repeat: int = 1) -> int:
 def planner_model_queries(candidates: int, horizon: int, iterations: int = 1, ensemble: int = 1) -> int:
     """Single-candidate, one-step model-transition evaluations of one planning decision: I x E x K x H
     (full-length candidates, no early termination, no reused prefixes; batching does not change the count)."""
-    for name, value in (("candidates", candidates), ("horizon", horizon), ("iterations", iterations), ("ensemble", ensemble)):
+    for name, value in (
+        ("candidates", candidates),
+        ("horizon", horizon),
+        ("iterations", iterations),
+        ("ensemble", ensemble),
+    ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     return iterations * ensemble * candidates * horizon

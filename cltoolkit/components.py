@@ -87,11 +87,12 @@ class Suite(ABC):
         from cltoolkit.run.spec import GridPoint
 
         st = protocol.stage(stage)
+        orders: list[str | None] = [*st.orders] if st.orders else [None]
         return [
             GridPoint(comp.id, comp.method, seed, order, cell)
             for comp in protocol.comparisons
             for cell in self.cells(protocol)
-            for order in (st.orders or [None])
+            for order in orders
             for seed in st.seeds
         ]
 

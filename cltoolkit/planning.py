@@ -63,7 +63,9 @@ def _alpha(protocol: ProtocolBase, gate: Gate) -> float:
     return plan.alpha / m if gate.confirmatory and plan.multiplicity != "none" and m > 1 else plan.alpha
 
 
-def gate_plan(protocol: ProtocolBase, gate: Gate, scope: str, sd: float | None, source: str, pilot_n: int, n_declared: int) -> GatePlan:
+def gate_plan(
+    protocol: ProtocolBase, gate: Gate, scope: str, sd: float | None, source: str, pilot_n: int, n_declared: int
+) -> GatePlan:
     """Power at the declared replicates and replicates needed, for one hypothesis."""
     alpha = _alpha(protocol, gate)
     sides = 2 if gate.test == "report-only" else 1
@@ -87,7 +89,9 @@ def gate_plan(protocol: ProtocolBase, gate: Gate, scope: str, sd: float | None, 
             exact = stats.n_exact_t(sd, delta, alpha, target, sides)
     elif sd == 0.0:
         source += " (zero spread: planning is undefined)"
-    return GatePlan(gate.id, scope, gate.test, sd, source, pilot_n, delta, alpha, sides, n_declared, power, normal, exact)
+    return GatePlan(
+        gate.id, scope, gate.test, sd, source, pilot_n, delta, alpha, sides, n_declared, power, normal, exact
+    )
 
 
 def pilot_stores(project: Project, protocol_id: str) -> dict[str, Path]:
@@ -95,7 +99,9 @@ def pilot_stores(project: Project, protocol_id: str) -> dict[str, Path]:
     base = project.pilot_runs_dir
     if not base.is_dir():
         return {}
-    return {p.parent.name: p for p in sorted(base.glob(f"*/{protocol_id}")) if p.parent.name != "effective" and p.is_dir()}
+    return {
+        p.parent.name: p for p in sorted(base.glob(f"*/{protocol_id}")) if p.parent.name != "effective" and p.is_dir()
+    }
 
 
 def _pilot_records(project: Project, loaded: LoadedProtocol, pilot_hash: str | None) -> tuple[str, list[RunRecord]]:
@@ -118,8 +124,11 @@ def _pilot_records(project: Project, loaded: LoadedProtocol, pilot_hash: str | N
     else:
         raise InputError(
             f"{loaded.id}: no pilot runs at the current hash ({current}); "
-            + (f"choose one with --pilot-hash (available: {', '.join(stores)})" if stores
-               else f"run a pilot first: `clt run --protocol {loaded.id} --pilot`")
+            + (
+                f"choose one with --pilot-hash (available: {', '.join(stores)})"
+                if stores
+                else f"run a pilot first: `clt run --protocol {loaded.id} --pilot`"
+            )
         )
     scan = RunStore(project.pilot_runs_dir / key, loaded.id).scan()
     records = [r for r in scan.records.values() if r.status.state == "completed"]
@@ -192,8 +201,10 @@ def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]
                     pilot = []
             x = _values(protocol, pilot, gate, "aggregate") if pilot and gate.scope == "aggregate" else np.array([])
             if x.size < 2:
-                out.append(f"gate {gate.id!r}: declares delta {gate.delta} but no planningSd and no pilot runs; its "
-                           "power is unknown (run a pilot and `clt plan power --protocol <id> --from-pilot`)")
+                out.append(
+                    f"gate {gate.id!r}: declares delta {gate.delta} but no planningSd and no pilot runs; its "
+                    "power is unknown (run a pilot and `clt plan power --protocol <id> --from-pilot`)"
+                )
                 continue
             sd, source = float(x.std(ddof=1)), "pilot runs"
         plan = gate_plan(protocol, gate, "aggregate", sd, source, 0, n_declared)

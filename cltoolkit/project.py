@@ -72,9 +72,7 @@ class Project:
             same = [p for p in known if p.rsplit("-v", 1)[0] == name]
             hint = f" Versions that exist: {', '.join(same)}." if same else ""
             listed = ", ".join(known) if known else "none"
-            raise InputError(
-                f"protocol {ref!r} not found in {self.protocols_dir}.{hint} Available: {listed}"
-            )
+            raise InputError(f"protocol {ref!r} not found in {self.protocols_dir}.{hint} Available: {listed}")
         return path
 
 

@@ -47,16 +47,12 @@ class Registry(Generic[T]):
     @overload
     def register(self, name: str, target: str, *, origin: str = ...) -> None: ...
 
-    def register(
-        self, name: str, target: str | None = None, *, origin: str = "code"
-    ) -> Callable[[T], T] | None:
+    def register(self, name: str, target: str | None = None, *, origin: str = "code") -> Callable[[T], T] | None:
         """`register(name, "module:attr")` adds a lazy entry; `@register(name)` registers the object below."""
         if not name or not isinstance(name, str):
             raise InputError(f"{self.kind} name must be a non-empty string, got {name!r}")
         if name in self._entries:
-            raise InputError(
-                f"{self.kind} {name!r} is registered twice ({self._entries[name].origin} and {origin})"
-            )
+            raise InputError(f"{self.kind} {name!r} is registered twice ({self._entries[name].origin} and {origin})")
         if target is not None:
             if target.count(":") != 1 or not all(target.split(":")):
                 raise InputError(f"{self.kind} {name!r}: target {target!r} is not 'module:attr'")
@@ -228,4 +224,3 @@ def registries(project_components: Path | None = None, *, plugins: bool = True) 
 def reset_registries() -> None:
     """Forget cached registries (after installing a plugin, or in tests)."""
     _REGISTRIES.clear()
-

@@ -20,7 +20,7 @@ def _protocol_schema() -> dict[str, Any]:
 
     suites = registries(plugins=False).suite
     models = tuple(suites.get(name).protocol_model for name in suites.names() if suites.origin(name) == "builtin")
-    union = Annotated[Union[models], Field(discriminator="suite")]  # noqa: UP007 - a runtime tuple of models
+    union = Annotated[Union[models], Field(discriminator="suite")]  # type: ignore[valid-type]  # noqa: UP007 - a runtime tuple
     schema = TypeAdapter(union).json_schema(mode="validation")
     schema["title"] = "clt protocol"
     schema["description"] = (

@@ -52,8 +52,12 @@ class SplitManifest:
     @property
     def sha256(self) -> str:
         """Hash of the realized lists (kind, unit, train, test): equal manifests mean identical held-out rows."""
-        body = json.dumps({"kind": self.kind, "unit": self.unit, "train": list(self.train), "test": list(self.test)},
-                          sort_keys=True, separators=(",", ":"), default=str)
+        body = json.dumps(
+            {"kind": self.kind, "unit": self.unit, "train": list(self.train), "test": list(self.test)},
+            sort_keys=True,
+            separators=(",", ":"),
+            default=str,
+        )
         return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
     def as_dict(self, lists: bool = True) -> dict[str, Any]:
@@ -91,8 +95,16 @@ def grouped_split(
     held = set(test_groups)
     is_test = np.array([k in held for k in keys])
     train_idx, test_idx = np.flatnonzero(~is_test), np.flatnonzero(is_test)
-    manifest = SplitManifest("grouped", unit, tuple(train_groups), tuple(test_groups),
-                             int(train_idx.size), int(test_idx.size), len(train_groups), len(test_groups))
+    manifest = SplitManifest(
+        "grouped",
+        unit,
+        tuple(train_groups),
+        tuple(test_groups),
+        int(train_idx.size),
+        int(test_idx.size),
+        len(train_groups),
+        len(test_groups),
+    )
     return train_idx, test_idx, manifest
 
 
@@ -110,8 +122,16 @@ def random_row_split(
         tr_units, te_units = int(train_idx.size), int(test_idx.size)
     else:
         tr_units, te_units = len({keys[i] for i in train_idx}), len({keys[i] for i in test_idx})
-    manifest = SplitManifest("random-rows", "row", tuple(int(i) for i in train_idx), tuple(int(i) for i in test_idx),
-                             int(train_idx.size), int(test_idx.size), tr_units, te_units)
+    manifest = SplitManifest(
+        "random-rows",
+        "row",
+        tuple(int(i) for i in train_idx),
+        tuple(int(i) for i in test_idx),
+        int(train_idx.size),
+        int(test_idx.size),
+        tr_units,
+        te_units,
+    )
     return train_idx, test_idx, manifest
 
 
@@ -147,8 +167,17 @@ def chronological_split(
     first_test = int(c[test].min()) if test.size else test_start
     train = np.flatnonzero(c + horizon < first_test - window + 1)
     embargoed = int(c.size - test.size - train.size)
-    manifest = SplitManifest("chronological", "row", tuple(int(i) for i in train), tuple(int(i) for i in test),
-                             int(train.size), int(test.size), int(train.size), int(test.size), embargoed)
+    manifest = SplitManifest(
+        "chronological",
+        "row",
+        tuple(int(i) for i in train),
+        tuple(int(i) for i in test),
+        int(train.size),
+        int(test.size),
+        int(train.size),
+        int(test.size),
+        embargoed,
+    )
     return train, test, manifest
 
 

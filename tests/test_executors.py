@@ -44,8 +44,13 @@ def executor(request: pytest.FixtureRequest) -> str:
 def _protocol(project: Project, behaviors: dict[str, dict[str, Any]], seeds: int = 3) -> None:
     doc = toy_protocol(seeds=seeds)
     doc["comparisons"] = [
-        {"id": cid, "method": "toy.method", "role": "candidate", "label": cid,
-         "hyperparameters": {"mean": 0.5, "sd": 0.01, **extra}}
+        {
+            "id": cid,
+            "method": "toy.method",
+            "role": "candidate",
+            "label": cid,
+            "hyperparameters": {"mean": 0.5, "sd": 0.01, **extra},
+        }
         for cid, extra in behaviors.items()
     ]
     doc["budget"] = {}
@@ -63,7 +68,16 @@ def _states(project: Project) -> dict[str, tuple[str, int, str]]:
 def _driver(project: Project, workers: int, **popen: Any) -> subprocess.Popen:  # type: ignore[type-arg]
     """`clt run -p toy-v1` in its own process (so it can be killed or interrupted)."""
     env = {**os.environ, "CLT_ROOT": str(project.root), "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-c", "from cltoolkit.cli import main; main()", "run", "-p", "toy-v1", "--workers", str(workers)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from cltoolkit.cli import main; main()",
+        "run",
+        "-p",
+        "toy-v1",
+        "--workers",
+        str(workers),
+    ]
     return subprocess.Popen(cmd, env=env, **popen)
 
 

@@ -27,6 +27,9 @@ print(",".join(heavy))
 def test_no_heavy_imports(args: list[str]) -> None:
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT.format(args=args, heavy=HEAVY)],
-        cwd=REPO, capture_output=True, text=True, check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == "", f"heavy modules imported: {out.stdout}"

@@ -17,30 +17,57 @@ from tests.conftest import REPO, read, write
 def plugin_site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
-         str(REPO / "examples" / "clt-example-plugin")],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(REPO / "examples" / "clt-example-plugin"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return site
 
 
 def test_plugin_method_runs_through_clt(plugin_site: Path, project) -> None:  # type: ignore[no-untyped-def]
     doc = read(project.protocol_path("ladder-v1"))
-    doc["comparisons"].append({"id": "shrunk", "method": "example.shrunk", "role": "candidate", "label": "Shrunk",
-                               "hyperparameters": {"a": 0.9, "b": 0.5, "shrink": 0.5}})
+    doc["comparisons"].append(
+        {
+            "id": "shrunk",
+            "method": "example.shrunk",
+            "role": "candidate",
+            "label": "Shrunk",
+            "hyperparameters": {"a": 0.9, "b": 0.5, "shrink": 0.5},
+        }
+    )
     write(project.protocol_path("ladder-v1"), doc)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_site), str(REPO)]), "CLT_ROOT": str(project.root)}
     clt = [sys.executable, "-m", "cltoolkit"]
     listed = subprocess.run([*clt, "list", "method", "--json"], env=env, capture_output=True, text=True, check=True)
     assert any(r["name"] == "example.shrunk" and r["origin"].startswith("plugin") for r in json.loads(listed.stdout))
-    out = subprocess.run([*clt, "run", "-p", "ladder-v1", "--pilot", "--methods", "shrunk", "--json"],
-                         env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [*clt, "run", "-p", "ladder-v1", "--pilot", "--methods", "shrunk", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["ran"] == {"completed": 1}
     record = read(Path(summary["store"]) / "shrunk-s0" / "record.json")
     assert record["metrics"]["coefficients"] == {"a": 0.95, "b": 0.5, "c": 0.0}
     # without the plugin on the path, the name is unknown with a clear error
-    bare = subprocess.run([*clt, "protocol", "validate", "ladder-v1"], env={**env, "PYTHONPATH": str(REPO)},
-                          capture_output=True, text=True)
+    bare = subprocess.run(
+        [*clt, "protocol", "validate", "ladder-v1"],
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+    )
     assert bare.returncode == 2 and "unknown method 'example.shrunk'" in bare.stderr

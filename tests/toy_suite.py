@@ -90,8 +90,11 @@ class ToySuite(Suite):
         rng = np.random.default_rng([spec.seed, sum(map(ord, spec.comparison))])
         scores = {t: float(rng.normal(params.mean, params.sd)) for t in protocol.tasks}
         tasks = protocol.tasks
-        matrix = {"tasks": tasks, "phases": tasks,
-                  "values": [[scores[t] if j <= i else None for j, t in enumerate(tasks)] for i in range(len(tasks))]}
+        matrix = {
+            "tasks": tasks,
+            "phases": tasks,
+            "values": [[scores[t] if j <= i else None for j, t in enumerate(tasks)] for i in range(len(tasks))],
+        }
         curve = {"x": [0, 50, 100], "y": [0.0, params.mean / 2, params.mean], "xLabel": "updates", "yLabel": "score"}
         metrics = {"toy.score-v1": scores, "successMatrix": matrix, "curves": {"training score": curve}}
         return RunOutput(metrics, {"environmentSteps": 1000, "gradientUpdates": params.updates})
@@ -116,19 +119,51 @@ def toy_protocol(seeds: int = 5, **analysis: Any) -> dict[str, Any]:
         "tasks": ["t1", "t2"],
         "comparisons": [
             {"id": "cand", "method": "toy.method", "role": "candidate", "label": "Candidate", "hyperparameters": hp},
-            {"id": "base", "method": "toy.method", "role": "baseline", "label": "Baseline",
-             "hyperparameters": {"mean": 0.5, "sd": 0.05, "updates": 100}},
+            {
+                "id": "base",
+                "method": "toy.method",
+                "role": "baseline",
+                "label": "Baseline",
+                "hyperparameters": {"mean": 0.5, "sd": 0.05, "updates": 100},
+            },
         ],
         "budget": {"match": [{"quantity": "totalUpdates", "across": ["cand", "base"]}]},
         "metrics": [{"id": "toy.score-v1", "label": "Score", "kind": "gate"}],
         "gates": [
-            {"id": "each", "label": "cand >= 0.7 on each task", "metric": "toy.score-v1", "method": "cand",
-             "scope": "each-task", "test": "lower-bound", "comparator": ">=", "threshold": 0.7, "unit": "score"},
-            {"id": "sup", "label": "cand beats base by 0.1", "metric": "toy.score-v1", "method": "cand",
-             "reference": "base", "test": "superiority", "comparator": ">=", "margin": 0.1, "unit": "score"},
-            {"id": "info", "label": "cand vs base (report only)", "metric": "toy.score-v1", "method": "cand",
-             "reference": "base", "test": "report-only", "comparator": ">=", "margin": 0.0, "unit": "score",
-             "confirmatory": False},
+            {
+                "id": "each",
+                "label": "cand >= 0.7 on each task",
+                "metric": "toy.score-v1",
+                "method": "cand",
+                "scope": "each-task",
+                "test": "lower-bound",
+                "comparator": ">=",
+                "threshold": 0.7,
+                "unit": "score",
+            },
+            {
+                "id": "sup",
+                "label": "cand beats base by 0.1",
+                "metric": "toy.score-v1",
+                "method": "cand",
+                "reference": "base",
+                "test": "superiority",
+                "comparator": ">=",
+                "margin": 0.1,
+                "unit": "score",
+            },
+            {
+                "id": "info",
+                "label": "cand vs base (report only)",
+                "metric": "toy.score-v1",
+                "method": "cand",
+                "reference": "base",
+                "test": "report-only",
+                "comparator": ">=",
+                "margin": 0.0,
+                "unit": "score",
+                "confirmatory": False,
+            },
         ],
         "analysis": {"alpha": 0.05, **analysis},
         "seeds": {"stages": [{"id": "main", "seeds": list(range(seeds))}]},

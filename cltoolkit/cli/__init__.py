@@ -48,7 +48,9 @@ def schema(name: Annotated[str, typer.Argument(help="protocol | lock | run-recor
 
 @command(app, "list")
 def list_(
-    kind: Annotated[str | None, typer.Argument(help="suite | environment | method | metric | analysis | executor")] = None,
+    kind: Annotated[
+        str | None, typer.Argument(help="suite | environment | method | metric | analysis | executor")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show registered components."""

@@ -19,7 +19,9 @@ def power(
     target: Annotated[float, typer.Option("--power")] = 0.8,
     test: Annotated[str, typer.Option("--test", help="two-sided | one-sided | tost")] = "two-sided",
     protocol: Annotated[str | None, typer.Option("--protocol", help="Protocol id (with --from-pilot).")] = None,
-    from_pilot: Annotated[bool, typer.Option("--from-pilot", help="sigma_D per declared gate from pilot runs.")] = False,
+    from_pilot: Annotated[
+        bool, typer.Option("--from-pilot", help="sigma_D per declared gate from pilot runs.")
+    ] = False,
     pilot_hash: Annotated[str | None, typer.Option("--pilot-hash", help="Pilot store (hash prefix) to use.")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -36,16 +38,25 @@ def power(
         if json_out:
             print_json(out)
             return
-        typer.echo(f"{out['protocol']}: pilot store {out['pilotStore']} (stages {', '.join(out['pilotStages'])}, "
-                   f"{out['pilotReplicates']} replicates); declared {out['declaredReplicates']} replicates, target power {out['targetPower']}")
+        typer.echo(
+            f"{out['protocol']}: pilot store {out['pilotStore']} (stages {', '.join(out['pilotStages'])}, "
+            f"{out['pilotReplicates']} replicates); declared {out['declaredReplicates']} replicates, target power "
+            f"{out['targetPower']}"
+        )
         for g in out["gates"]:
             sd = "n/a" if g["sd"] is None else f"{g['sd']:.4g}"
-            line = f"  {g['gate']} [{g['scope']}] {g['test']}: sigma_D = {sd} from {g['pilotReplicates']} pilot replicates"
+            line = (
+                f"  {g['gate']} [{g['scope']}] {g['test']}: sigma_D = {sd} from {g['pilotReplicates']} pilot replicates"
+            )
             if g["delta"] is None:
                 line += "; no delta declared, so no replicate count"
             elif g["neededExact"] is not None:
-                line += (f"; delta {g['delta']}, alpha {g['alpha']:.4g} ({g['sides']}-sided): need {g['neededExact']} (exact t), "
-                         f"{g['neededNormal']} (normal); power at declared {g['declaredReplicates']}: {g['powerAtDeclared']:.3f}")
+                line += (
+                    f"; delta {g['delta']}, alpha {g['alpha']:.4g} ({g['sides']}-sided): need {g['neededExact']} "
+                    "(exact t), "
+                    f"{g['neededNormal']} (normal); power at declared {g['declaredReplicates']}: "
+                    f"{g['powerAtDeclared']:.3f}"
+                )
             typer.echo(line)
         typer.echo(out["note"])
         return
@@ -60,8 +71,11 @@ def power(
         result = {"test": test, "exact": n, "normal": stats.n_normal(sigma, delta, 2 * alpha, target, sides=2)}
     elif test in ("two-sided", "one-sided"):
         sides = 2 if test == "two-sided" else 1
-        result = {"test": test, "normal": stats.n_normal(sigma, delta, alpha, target, sides),
-                  "exact": stats.n_exact_t(sigma, delta, alpha, target, sides)}
+        result = {
+            "test": test,
+            "normal": stats.n_normal(sigma, delta, alpha, target, sides),
+            "exact": stats.n_exact_t(sigma, delta, alpha, target, sides),
+        }
     else:
         raise InputError(f"unknown --test {test!r}: two-sided | one-sided | tost")
     if json_out:

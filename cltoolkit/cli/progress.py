@@ -42,8 +42,15 @@ class RunProgress:
         )
 
         self._progress = Progress(
-            TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
-            TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True), transient=False,
+            TextColumn("[bold]runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=False,
         )
         self._progress.start()
         self._task = self._progress.add_task("runs", total=total, counts=self._counts())

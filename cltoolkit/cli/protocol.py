@@ -39,7 +39,9 @@ def hash_(ref: Ref) -> None:
 
 
 @command(app, "freeze")
-def freeze(protocol_id: Annotated[str, typer.Argument(help="Protocol id in protocols/.")], json_out: Json = False) -> None:
+def freeze(
+    protocol_id: Annotated[str, typer.Argument(help="Protocol id in protocols/.")], json_out: Json = False
+) -> None:
     """Validate, run safeguard checks, hash and write registry/locks/<id>.lock.json."""
     from cltoolkit.protocol.lock import freeze as do_freeze
 
@@ -82,7 +84,9 @@ def diff(a: Ref, b: Ref, json_out: Json = False) -> None:
             {
                 "hashA": protocol_hash(doc_a),
                 "hashB": protocol_hash(doc_b),
-                "changes": [{"pointer": c.pointer, "kind": c.kind, "before": c.before, "after": c.after} for c in changes],
+                "changes": [
+                    {"pointer": c.pointer, "kind": c.kind, "before": c.before, "after": c.after} for c in changes
+                ],
             }
         )
         return

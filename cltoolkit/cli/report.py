@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Compute without writing anything.")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the results block.")] = False,
         aggregate: Annotated[
-            str | None, typer.Option("--aggregate", help="Must equal the protocol's declared aggregate (refused otherwise).")
+            str | None,
+            typer.Option("--aggregate", help="Must equal the protocol's declared aggregate (refused otherwise)."),
         ] = None,
     ) -> None:
         """Refuse unearned results; otherwise write `results` and `status` and reports/<id>/report.{md,html}."""

@@ -29,7 +29,9 @@ def register(app: typer.Typer) -> None:
         pilot: Annotated[bool, typer.Option("--pilot", help="Pilot run (draft protocols; never reported).")] = False,
         stage: Annotated[str | None, typer.Option("--stage", help="Stage id (default: the first).")] = None,
         sets: Annotated[list[str] | None, typer.Option("--set", help="key.path=JSON override (makes a pilot).")] = None,
-        methods: Annotated[list[str] | None, typer.Option("--methods", help="Comparison ids (comma-separated).")] = None,
+        methods: Annotated[
+            list[str] | None, typer.Option("--methods", help="Comparison ids (comma-separated).")
+        ] = None,
         seeds: Annotated[list[str] | None, typer.Option("--seeds", help="Seeds (comma-separated).")] = None,
         orders: Annotated[list[str] | None, typer.Option("--orders")] = None,
         cells: Annotated[list[str] | None, typer.Option("--cells")] = None,
@@ -74,9 +76,23 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             summary = run_protocol(
-                project(), protocol, pilot=pilot, stage=stage, sets=sets or (), selection=selection, workers=workers,
-                timeout_s=timeout, threads=threads, executor=executor, executor_options=options, cpus=cpus, gpus=gpus,
-                memory_mb=memory, max_attempts=attempts, on_result=progress.finished, on_start=progress.started,
+                project(),
+                protocol,
+                pilot=pilot,
+                stage=stage,
+                sets=sets or (),
+                selection=selection,
+                workers=workers,
+                timeout_s=timeout,
+                threads=threads,
+                executor=executor,
+                executor_options=options,
+                cpus=cpus,
+                gpus=gpus,
+                memory_mb=memory,
+                max_attempts=attempts,
+                on_result=progress.finished,
+                on_start=progress.started,
                 on_plan=planned,
             )
         finally:
@@ -85,24 +101,35 @@ def register(app: typer.Typer) -> None:
                 signal.signal(sig, handler)
         counts = summary.counts()
         if json_out:
-            print_json({"protocol": summary.protocol, "sha256": summary.sha256, "pilot": summary.pilot,
-                        "store": str(summary.store), "planned": summary.planned, "skipped": summary.skipped, "ran": counts})
+            print_json(
+                {
+                    "protocol": summary.protocol,
+                    "sha256": summary.sha256,
+                    "pilot": summary.pilot,
+                    "store": str(summary.store),
+                    "planned": summary.planned,
+                    "skipped": summary.skipped,
+                    "ran": counts,
+                }
+            )
         else:
             label = "PILOT " if summary.pilot else ""
             typer.echo(
-                f"{label}{summary.protocol} ({summary.sha256[:19]}...): {summary.planned} planned, {summary.skipped} already "
+                f"{label}{summary.protocol} ({summary.sha256[:19]}...): {summary.planned} planned, {summary.skipped} "
+                "already "
                 f"completed, ran {sum(counts.values())} {counts or ''} -> {summary.store}"
             )
         if any(state != "completed" for state in counts):
             raise typer.Exit(1)
-
 
     @command(app, "status")
     def status(
         protocol: Annotated[str, typer.Option("--protocol", "-p", help="Protocol id or path.")],
         stage: Annotated[str | None, typer.Option("--stage", help="Stage id (default: the first).")] = None,
         pilot: Annotated[bool, typer.Option("--pilot", help="The pilot store of the current content.")] = False,
-        scores: Annotated[bool, typer.Option("--scores", help="Also each completed run's raw declared scores.")] = False,
+        scores: Annotated[
+            bool, typer.Option("--scores", help="Also each completed run's raw declared scores.")
+        ] = False,
         json_out: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """The grid (comparison x cell x order x seed) with each run's state (and raw scores: never results)."""
@@ -112,8 +139,10 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(grid)
             return
-        typer.echo(f"{grid['protocol']} ({grid['sha256'][:19]}...), stage {grid['stage']}{' (pilot store)' if pilot else ''}: "
-                   + ", ".join(f"{k} {v}" for k, v in grid["counts"].items() if v))
+        typer.echo(
+            f"{grid['protocol']} ({grid['sha256'][:19]}...), stage {grid['stage']}{' (pilot store)' if pilot else ''}: "
+            + ", ".join(f"{k} {v}" for k, v in grid["counts"].items() if v)
+        )
         seeds = grid["seeds"]
         rows: dict[str, dict[int, str]] = {}
         for run in grid["runs"]:
@@ -125,15 +154,24 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{label:<{width}}  " + " ".join(f"{states.get(s, ' '):>3}" for s in seeds))
         typer.echo("legend: " + ", ".join(f"{v} {k}" for k, v in STATE_LETTERS.items()))
         if scores:
-            label = "PILOT runs: raw per-run scores for planning, never results" if pilot else (
-                "raw per-run scores (results come only from `clt report`)")
+            label = (
+                "PILOT runs: raw per-run scores for planning, never results"
+                if pilot
+                else ("raw per-run scores (results come only from `clt report`)")
+            )
             typer.echo(f"\n{label}")
             for run in grid["runs"]:
                 if run["scores"]:
                     parts = []
                     for key, value in run["scores"].items():
                         if isinstance(value, dict):
-                            value = "{" + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items()) + "}"
+                            value = (
+                                "{"
+                                + ", ".join(
+                                    f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items()
+                                )
+                                + "}"
+                            )
                         elif isinstance(value, float):
                             value = f"{value:.3f}"
                         parts.append(f"{key.split('.', 1)[-1]} {value}")

@@ -9,7 +9,13 @@ from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.store import StoreScan
 
-__all__ = ["check_declared_aggregate", "check_no_duplicates", "check_no_foreign_hash", "check_no_pilot", "check_toolkit_versions"]
+__all__ = [
+    "check_declared_aggregate",
+    "check_no_duplicates",
+    "check_no_foreign_hash",
+    "check_no_pilot",
+    "check_toolkit_versions",
+]
 
 
 def check_no_foreign_hash(records: Sequence[RunRecord], sha256: str, where: str) -> None:
@@ -56,6 +62,8 @@ def check_declared_aggregate(protocol: ProtocolBase, requested: str | None, prot
     declared = protocol.analysis.aggregate
     if requested is not None and requested != declared:
         raise Refusal(
-            f"{protocol_id}: aggregate {requested!r} is not the declared one ({declared!r}). Aggregation is chosen before "
-            f"results; to report another aggregate, bump the protocol (`clt protocol bump {protocol_id}`) and declare it"
+            f"{protocol_id}: aggregate {requested!r} is not the declared one ({declared!r}). Aggregation is chosen "
+            "before "
+            f"results; to report another aggregate, bump the protocol (`clt protocol bump {protocol_id}`) and declare "
+            "it"
         )

@@ -26,7 +26,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
-from cltoolkit.protocol.results import BudgetCheck, GateResult, Results, RunSummary
+from cltoolkit.protocol.results import BudgetCheck, GateResult, Results, RunCounts, RunSummary
 from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
 from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
@@ -36,7 +36,13 @@ from cltoolkit.run.store import RunStore
 __all__ = ["ReportOutcome", "check_budgets", "gatekeep", "report_protocol"]
 
 LEDGER_QUANTITIES = (
-    "environmentSteps", "frames", "evaluationSteps", "gradientUpdates", "replayUpdates", "replaySamples", "modelQueries"
+    "environmentSteps",
+    "frames",
+    "evaluationSteps",
+    "gradientUpdates",
+    "replayUpdates",
+    "replaySamples",
+    "modelQueries",
 )
 
 
@@ -75,10 +81,14 @@ def check_budgets(protocol: ProtocolBase, records: Sequence[RunRecord]) -> list[
             lo, hi = min(known), max(known)
             rel = 0.0 if hi == 0 else (hi - lo) / abs(hi)
             ok = rel <= clause.relativeTolerance
-            msg = f"{clause.quantity}: " + ", ".join(f"{k} {v:g}" for k, v in values.items() if v is not None) + (
-                "" if ok else f" differ by {rel:.1%} (allowed {clause.relativeTolerance:.1%})"
+            msg = (
+                f"{clause.quantity}: "
+                + ", ".join(f"{k} {v:g}" for k, v in values.items() if v is not None)
+                + ("" if ok else f" differ by {rel:.1%} (allowed {clause.relativeTolerance:.1%})")
             )
-        checks.append(BudgetCheck(quantity=clause.quantity, across=list(clause.across), values=values, ok=ok, message=msg))
+        checks.append(
+            BudgetCheck(quantity=clause.quantity, across=list(clause.across), values=values, ok=ok, message=msg)
+        )
     return checks
 
 
@@ -111,7 +121,9 @@ def _hypotheses(
             reason = ""
             if any(missing.values()):
                 reason = "incomplete inputs: " + "; ".join(
-                    f"{c} has {len(planned[c]) - len(m)} of {len(planned[c])} planned runs completed" for c, m in missing.items() if m
+                    f"{c} has {len(planned[c]) - len(m)} of {len(planned[c])} planned runs completed"
+                    for c, m in missing.items()
+                    if m
                 )
             elif any(not ps for ps in planned.values()):
                 reason = "no planned runs in this stage"
@@ -121,7 +133,10 @@ def _hypotheses(
                 reason = f"suite {protocol.suite!r} has no analysis"
             values = None
             if not reason and analysis is not None:
-                mv = analysis.replicates(protocol, records_of.get(gate.method, []), gate.metric, gate.method, scope).get(scope, {})
+                mv = analysis.replicates(
+                    protocol, records_of.get(gate.method, []), gate.metric, gate.method, scope
+                ).get(scope, {})
+
                 def kept(comp: str, planned: dict[str, list[GridPoint]] = planned) -> set[str]:
                     return {replicate_key(p.seed, p.order, p.cell) for p in planned[comp] if p.run_id not in excluded}
 
@@ -167,7 +182,9 @@ def gatekeep(
     suite = regs.suite.get(protocol.suite)()
     stage_id = protocol.stage(stage).id
     if protocol.stage(stage).purpose == "pilot":
-        raise Refusal(f"{loaded.id}: stage {stage_id!r} is a pilot stage; pilot runs plan a study and never report results")
+        raise Refusal(
+            f"{loaded.id}: stage {stage_id!r} is a pilot stage; pilot runs plan a study and never report results"
+        )
     points = suite.plan(protocol, stage_id)
     by_id = {r.runId: r for r in records}
     excluded: dict[str, str] = {}
@@ -185,10 +202,17 @@ def gatekeep(
     gates = _with_units(protocol, decide_gates(list(protocol.gates), hyps, protocol.analysis))
     exclusions: list[dict[str, Any]] = []
     if excluded:
-        strict = decide_gates(list(protocol.gates), _hypotheses(protocol, completed, points, ok_ids, budgets, tasks), protocol.analysis)
-        exclusions = [
-            {"runId": rid, "rule": rule, "status": states[rid]} for rid, rule in sorted(excluded.items())
-        ] + [{"sensitivity": {g.id: {"withExclusions": g.decision, "withoutExclusions": s.decision} for g, s in zip(gates, strict, strict=True)}}]
+        strict = decide_gates(
+            list(protocol.gates), _hypotheses(protocol, completed, points, ok_ids, budgets, tasks), protocol.analysis
+        )
+        exclusions = [{"runId": rid, "rule": rule, "status": states[rid]} for rid, rule in sorted(excluded.items())] + [
+            {
+                "sensitivity": {
+                    g.id: {"withExclusions": g.decision, "withoutExclusions": s.decision}
+                    for g, s in zip(gates, strict, strict=True)
+                }
+            }
+        ]
     analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
     declared = {m.id for m in protocol.metrics}
     summaries = analysis.summaries(protocol, completed) if analysis and completed else {}
@@ -198,16 +222,22 @@ def gatekeep(
         measuredOn=datetime.datetime.now(datetime.UTC).replace(microsecond=0),
         toolkitVersion=__version__,
         stage=stage_id,
-        runs=_counts(states, excluded),
+        runs=RunCounts(**_counts(states, excluded)),
         gates=gates,
         budgetChecks=budgets,
         # built from validated records and the plan: constructed without a second validation of every row
-        perRun=[RunSummary.model_construct(**_per_run(p, by_id.get(p.run_id), states[p.run_id], excluded.get(p.run_id), declared))
-                for p in points],
+        perRun=[
+            RunSummary.model_construct(
+                **_per_run(p, by_id.get(p.run_id), states[p.run_id], excluded.get(p.run_id), declared)
+            )
+            for p in points
+        ],
         summaries=json.loads(json.dumps(summaries, allow_nan=False)),
         exclusions=exclusions,
         resourceCosts=_costs(
-            completed, [by_id[p.run_id] for p in points if p.run_id in by_id], sum(1 for v in states.values() if v == "missing")
+            completed,
+            [by_id[p.run_id] for p in points if p.run_id in by_id],
+            sum(1 for v in states.values() if v == "missing"),
         ),
         toolkitVersions=versions,
         reports=[],
@@ -220,7 +250,9 @@ def _with_units(protocol: ProtocolBase, gates: list[GateResult]) -> list[GateRes
     for result, gate in zip(gates, protocol.gates, strict=True):
         es = protocol.evaluation_set(gate.metric)
         if es is not None:
-            result = result.model_copy(update={"evaluationSet": es.id, "heldOutUnit": es.heldOutUnit, "oodAxis": list(es.varies)})
+            result = result.model_copy(
+                update={"evaluationSet": es.id, "heldOutUnit": es.heldOutUnit, "oodAxis": list(es.varies)}
+            )
         out.append(result)
     return out
 
@@ -240,8 +272,16 @@ def _counts(states: dict[str, str], excluded: dict[str, str]) -> dict[str, int]:
 
 def _per_run(p: GridPoint, rec: RunRecord | None, state: str, rule: str | None, declared: set[str]) -> dict[str, Any]:
     scores = {k: v for k, v in (rec.metrics.items() if rec else []) if k in declared}
-    return {"runId": p.run_id, "comparison": p.comparison, "seed": p.seed, "order": p.order, "cell": p.cell,
-            "status": state, "excludedBy": rule, "scores": scores}
+    return {
+        "runId": p.run_id,
+        "comparison": p.comparison,
+        "seed": p.seed,
+        "order": p.order,
+        "cell": p.cell,
+        "status": state,
+        "excludedBy": rule,
+        "scores": scores,
+    }
 
 
 def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int = 0) -> dict[str, Any]:
@@ -260,7 +300,8 @@ def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int 
         estimates = {
             "missingRuns": missing,
             "wallClockSeconds": round(missing * mean_s, 1),
-            "note": f"about {missing * mean_s:.0f} s of wall-clock for the {missing} missing run(s), extrapolated from the "
+            "note": f"about {missing * mean_s:.0f} s of wall-clock for the {missing} missing run(s), extrapolated from "
+            "the "
             "mean of completed runs (an estimate, not a measurement)",
         }
     return {
@@ -307,4 +348,3 @@ def report_protocol(
     if not dry_run:
         atomic_write_text(loaded.path, dump_json(document, sort_keys=False, row_lists=("perRun",)))
     return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)
-

@@ -43,10 +43,21 @@ class Hypothesis:
         return self.values is not None and not self.reason
 
 
+def _values(h: Hypothesis) -> np.ndarray:
+    """An evaluable hypothesis's per-replicate values."""
+    assert h.values is not None
+    return h.values
+
+
+def _signed(h: Hypothesis) -> tuple[np.ndarray, float]:
+    """A one-sided hypothesis's values and margin, turned so that the alternative is `greater`."""
+    assert h.delta is not None
+    return h.sign * _values(h), h.sign * h.delta
+
+
 def _prepare(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> None:
     g = h.gate
-    assert h.values is not None
-    x = h.values
+    x = _values(h)
     if g.test == "lower-bound":
         h.sign, h.delta = 1.0, float(g.threshold)  # type: ignore[arg-type]
     elif g.test == "upper-bound":
@@ -112,11 +123,11 @@ def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: Analysis
     else:  # BH, no correction, or equivalence in the family: Bonferroni-style marginal bounds, stated as such
         m = max(1, len(family)) if plan.multiplicity == "holm" else 1
         for h in one_sided:
-            b = stats.one_sided_t(h.sign * h.values, h.sign * h.delta, alpha / m)  # type: ignore[operator]
+            b = stats.one_sided_t(*_signed(h), alpha / m)
             h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
     for h in hypotheses:  # exploratory gates: decided at the marginal level, outside the corrected family
         if h.evaluable and not h.gate.confirmatory and h.gate.test not in ("report-only", "equivalence-tost"):
-            b = stats.one_sided_t(h.sign * h.values, h.sign * h.delta, alpha)  # type: ignore[operator]
+            b = stats.one_sided_t(*_signed(h), alpha)
             h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
             h.decision = "pass" if h.p is not None and h.p <= alpha else "fail"
         elif h.evaluable and not h.gate.confirmatory and h.gate.test == "equivalence-tost":
@@ -138,8 +149,11 @@ def _wording(g: Gate, h: HypothesisResult | None) -> str:
             return f"{g.method} below {g.reference}: the two-sided interval excludes 0 (p = {h.pValue:.3g})"
         return f"no evidence of a difference between {g.method} and {g.reference}; do not claim an improvement"
     if not g.confirmatory:
-        return ("exploratory, unadjusted: supported at the marginal level" if h.decision == "pass"
-                else "exploratory, unadjusted: not supported (the test did not reject)")
+        return (
+            "exploratory, unadjusted: supported at the marginal level"
+            if h.decision == "pass"
+            else "exploratory, unadjusted: not supported (the test did not reject)"
+        )
     return "supported at the declared level" if h.decision == "pass" else "not supported (the test did not reject)"
 
 

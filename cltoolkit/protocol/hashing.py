@@ -8,7 +8,7 @@ values for this one (pinned by tests/protocol/test_hash_golden.py).
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Final
 
 import rfc8785
 
@@ -16,7 +16,7 @@ from cltoolkit.errors import InputError
 
 __all__ = ["CANONICALIZATION", "UNHASHED_KEYS", "canonical_bytes", "hashed_content", "protocol_hash"]
 
-CANONICALIZATION = "jcs-sha256/v1"
+CANONICALIZATION: Final = "jcs-sha256/v1"
 UNHASHED_KEYS = frozenset({"results", "status"})
 
 

@@ -84,12 +84,16 @@ def loads_strict(text: str, source: str = "", *, require_object: bool = True) ->
     """Parse `text` as strict JSON; raise `ValidationFailed` with one problem per line otherwise."""
     where = source or "<input>"
     try:  # fast path: plain dicts; a repeated key falls through to the slow path, which locates every one
-        value = json.loads(text, object_pairs_hook=_fast_hook, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = json.loads(
+            text, object_pairs_hook=_fast_hook, parse_constant=_reject_constant, parse_float=_finite_float
+        )
     except (_Duplicate, json.JSONDecodeError, _BadNumber, RecursionError):
         pass
     else:
         if require_object and not isinstance(value, dict):
-            raise ValidationFailed(problems=[Problem(where, f"the document must be a JSON object, got {type(value).__name__}")])
+            raise ValidationFailed(
+                problems=[Problem(where, f"the document must be a JSON object, got {type(value).__name__}")]
+            )
         return value
     try:
         parsed = json.loads(
@@ -135,5 +139,7 @@ def read_json_text(path: Path) -> str:
             problems=[Problem(display_path(path), f"not UTF-8 (byte {exc.start}): {exc.reason}")]
         ) from None
     if text.startswith("\ufeff"):
-        raise ValidationFailed(problems=[Problem(display_path(path), "starts with a byte-order mark; save as plain UTF-8")])
+        raise ValidationFailed(
+            problems=[Problem(display_path(path), "starts with a byte-order mark; save as plain UTF-8")]
+        )
     return text

@@ -143,10 +143,10 @@ def freeze(project: Project, protocol_id: str, *, now: datetime.datetime | None 
         )
     loaded = load_protocol(path, registries(project.components_file))
     suite = registries(project.components_file).suite.get(loaded.model.suite)()
-    problems = [
-        Problem(f"{path}: {p.where}", p.message) for p in _envelope_checks(loaded)
-    ] + [Problem(f"{path}: {p.where}" if p.where.startswith("/") else p.where, p.message)
-         for p in suite.freeze_checks(loaded.model, path)]
+    problems = [Problem(f"{path}: {p.where}", p.message) for p in _envelope_checks(loaded)] + [
+        Problem(f"{path}: {p.where}" if p.where.startswith("/") else p.where, p.message)
+        for p in suite.freeze_checks(loaded.model, path)
+    ]
     if problems:
         raise Refusal(
             f"refusing to freeze {path.stem}: its safeguard checks fail\n" + "\n".join(str(p) for p in problems),
@@ -203,7 +203,8 @@ def verify(project: Project) -> list[VerifyOutcome]:
     if failed:
         lines = [f"{o.protocol}: {p}" for o in failed for p in o.problems]
         raise CheckFailed(
-            f"{len(failed)} of {len(outcomes)} frozen protocols changed or broke:\n" + "\n".join(lines)
+            f"{len(failed)} of {len(outcomes)} frozen protocols changed or broke:\n"
+            + "\n".join(lines)
             + "\nA frozen protocol is never edited: restore it (git checkout) and make a new version with "
             "`clt protocol bump <id>`."
         )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, model_validator
@@ -318,7 +319,7 @@ class SeedPlan(Strict):
     @model_validator(mode="after")
     def _disjoint(self) -> SeedPlan:
         items = sorted(self.splits.items(), key=lambda kv: kv[1].start)
-        for (a, ra), (b, rb) in zip(items, items[1:], strict=False):
+        for (a, ra), (b, rb) in itertools.pairwise(items):
             if rb.start < ra.stop:
                 raise ValueError(f"seed ranges of splits {a!r} and {b!r} overlap")
         orders = {o.id for o in self.taskOrders}

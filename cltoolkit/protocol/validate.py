@@ -85,7 +85,9 @@ def _check_registered(model: ProtocolBase, regs: Registries, source: str) -> lis
         method = regs.method.get(comp.method)
         if method.suite != model.suite:
             problems.append(
-                Problem(f"{where}/method", f"method {comp.method!r} belongs to suite {method.suite!r}, not {model.suite!r}")
+                Problem(
+                    f"{where}/method", f"method {comp.method!r} belongs to suite {method.suite!r}, not {model.suite!r}"
+                )
             )
         if method.Params is not None:
             try:
@@ -121,7 +123,8 @@ def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
             )
         elif _unit(claim.heldOutUnit) not in held:
             out.append(
-                f"{source}: /claims/{i}/heldOutUnit: claim {claim.id!r} generalizes over {claim.heldOutUnit!r}, which no "
+                f"{source}: /claims/{i}/heldOutUnit: claim {claim.id!r} generalizes over {claim.heldOutUnit!r}, which "
+                "no "
                 f"evaluation set holds out (held out: {', '.join(sorted(held.values()))})"
             )
     if model.evaluationSets:
@@ -130,8 +133,10 @@ def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
                 out.append(f"{source}: /metrics/{i}/evaluationSet: gate metric {metric.id!r} names no evaluation set")
     for task, (weak, strong) in sorted((model.analysis.normalization or {}).items()):
         if weak == strong:
-            out.append(f"{source}: /analysis/normalization/{task}: equal anchors ({weak}); normalized scores of {task!r} "
-                       "will be reported as undefined")
+            out.append(
+                f"{source}: /analysis/normalization/{task}: equal anchors ({weak}); normalized scores of {task!r} "
+                "will be reported as undefined"
+            )
     for i, gate in enumerate(model.gates):
         if gate.test not in ("superiority", "non-inferiority") or gate.metric not in regs.metric:
             continue

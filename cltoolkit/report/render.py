@@ -36,7 +36,8 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
     lines = [
         f"# {p.id}: {p.title}",
         "",
-        f"Protocol hash `{r.protocolSha256}` ({r.canonicalization}); stage `{r.stage}`; measured {r.measuredOn:%Y-%m-%d %H:%M} UTC "
+        f"Protocol hash `{r.protocolSha256}` ({r.canonicalization}); stage `{r.stage}`; measured "
+        f"{r.measuredOn:%Y-%m-%d %H:%M} UTC "
         f"by clt {r.toolkitVersion} (records from {', '.join(r.toolkitVersions) or '-'}).",
         "",
         f"Goal: {p.goal}",
@@ -45,37 +46,65 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         "",
         "| planned | completed | failed | crashed | timeout | missing | excluded |",
         "|---|---|---|---|---|---|---|",
-        "| " + " | ".join(str(getattr(r.runs, k)) for k in ("planned", "completed", "failed", "crashed", "timeout", "missing", "excluded")) + " |",
+        "| "
+        + " | ".join(
+            str(getattr(r.runs, k))
+            for k in ("planned", "completed", "failed", "crashed", "timeout", "missing", "excluded")
+        )
+        + " |",
         "",
     ]
     held_out = "; ".join(f"{c.id}: {c.heldOutUnit}" for c in p.claims) or "-"
-    lines += ["## Gates", "", f"Claims and their held-out units: {held_out}. Multiplicity: {p.analysis.multiplicity} at alpha "
-              f"{p.analysis.alpha}; declared aggregate: {p.analysis.aggregate}.", ""]
+    lines += [
+        "## Gates",
+        "",
+        f"Claims and their held-out units: {held_out}. Multiplicity: {p.analysis.multiplicity} at alpha "
+        f"{p.analysis.alpha}; declared aggregate: {p.analysis.aggregate}.",
+        "",
+    ]
     if r.gates:
-        lines += ["| gate | held-out unit | OOD axis | test | scope | n | estimate | interval | p | p adj. | exact p (permutation / sign) | decision |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| gate | held-out unit | OOD axis | test | scope | n | estimate | interval | p | p adj. | exact p "
+            "(permutation / sign) | decision |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for g in r.gates:
             axis = ", ".join(g.oodAxis) or ("none (same population)" if g.heldOutUnit else "-")
             for h in g.hypotheses:
                 lines.append(
-                    f"| {g.id} | {g.heldOutUnit or '-'} | {axis} | {g.test} | {h.scope} | {h.n} | {_fmt(h.estimate)} | {_fmt(h.interval)} | {_fmt(h.pValue)} | "
-                    f"{_fmt(h.pAdjusted)} | {_fmt(h.permutationP if h.permutationP is not None else h.signTestP)} | **{h.decision}**{' (' + h.reason + ')' if h.reason else ''} |"
+                    f"| {g.id} | {g.heldOutUnit or '-'} | {axis} | {g.test} | {h.scope} | {h.n} | {_fmt(h.estimate)} | "
+                    f"{_fmt(h.interval)} | {_fmt(h.pValue)} | "
+                    f"{_fmt(h.pAdjusted)} | {_fmt(h.permutationP if h.permutationP is not None else h.signTestP)} | "
+                    f"**{h.decision}**{' (' + h.reason + ')' if h.reason else ''} |"
                 )
         lines += ["", *[f"- {g.id}: {g.label} -> **{g.decision}**; {g.wording}" for g in r.gates], ""]
     else:
         lines += ["No gates are declared; the suite's summaries below are the results.", ""]
     if r.budgetChecks:
-        lines += ["## Budget fairness", "", *[f"- {'ok' if b.ok else 'VIOLATED'}: {b.message}" for b in r.budgetChecks], ""]
+        lines += [
+            "## Budget fairness",
+            "",
+            *[f"- {'ok' if b.ok else 'VIOLATED'}: {b.message}" for b in r.budgetChecks],
+            "",
+        ]
     if r.exclusions:
         lines += ["## Exclusions (declared rules, with sensitivity)", "", *[f"- {e}" for e in r.exclusions], ""]
     suite = registries().suite.get(p.suite)
     if suite.analysis:
         analysis = registries().analysis.get(suite.analysis)()
-        lines += [analysis.report_markdown(p, [x for x in records if x.status.state == "completed"], dict(r.summaries)), ""]
+        lines += [
+            analysis.report_markdown(p, [x for x in records if x.status.state == "completed"], dict(r.summaries)),
+            "",
+        ]
     from cltoolkit.report.standard import matrix_markdown
 
     lines += [matrix_markdown([x for x in records if x.status.state == "completed"])]
-    lines += ["## Every planned run (raw scores)", "", "| run | comparison | seed | status | scores |", "|---|---|---|---|---|"]
+    lines += [
+        "## Every planned run (raw scores)",
+        "",
+        "| run | comparison | seed | status | scores |",
+        "|---|---|---|---|---|",
+    ]
     for run in r.perRun:
         scores = ", ".join(f"{k} {_fmt(v)}" for k, v in run.scores.items())
         lines.append(f"| {run.runId} | {run.comparison} | {run.seed} | {run.status} | {scores} |")
@@ -85,12 +114,15 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         "## Reporting checklist",
         "",
         f"- Artifacts: protocol `{p.id}` at `{r.protocolSha256}`; toolkit {', '.join(r.toolkitVersions) or '-'}; "
-        f"git commits {', '.join(sorted({str(x.provenance.gitCommit)[:12] + ('+dirty' if x.provenance.gitDirty else '') for x in records})) or '-'}.",
-        f"- Seeds and stages: {'; '.join(f'{s.id}: seeds {s.seeds} orders {s.orders or [None]}' for s in p.seeds.stages)}.",
-        f"- Generator seed ranges: {', '.join(f'{k} [{v.start}, {v.stop})' for k, v in p.seeds.splits.items()) or 'none declared'}.",
+        f"git commits {', '.join(_commits(records)) or '-'}.",
+        "- Seeds and stages: "
+        f"{'; '.join(f'{s.id}: seeds {s.seeds} orders {s.orders or [None]}' for s in p.seeds.stages)}.",
+        "- Generator seed ranges: "
+        f"{', '.join(f'{k} [{v.start}, {v.stop})' for k, v in p.seeds.splits.items()) or 'none declared'}.",
         *_split_lines(records),
         f"- Budget declared: {p.budget.fairness or '-'}",
-        f"- Search record: hyperparameters as declared in the protocol's comparisons; {len(p.comparisons)} comparison(s).",
+        f"- Search record: hyperparameters as declared in the protocol's comparisons; {len(p.comparisons)} "
+        "comparison(s).",
         f"- Exclusions: {(len(r.exclusions) and 'see above') or 'none'}; every planned run is listed above.",
         "- Compute: see the table below (measured, analytical counts and estimates kept apart).",
         f"- Disclosures declared: {'; '.join(p.disclosures) or '-'}.",
@@ -99,6 +131,11 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         *_compute_lines(costs),
     ]
     return "\n".join(lines)
+
+
+def _commits(records: Sequence[RunRecord]) -> list[str]:
+    """The git commits the records were produced at (12 characters, +dirty for an uncommitted checkout)."""
+    return sorted({str(x.provenance.gitCommit)[:12] + ("+dirty" if x.provenance.gitDirty else "") for x in records})
 
 
 def _split_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -111,12 +148,14 @@ def _split_lines(records: Sequence[RunRecord]) -> list[str]:
         return ["- Split manifests: none recorded by the runs."]
     out = ["- Split manifests (recorded in every run record; rows and independent units counted apart):"]
     for set_id, mans in sorted(sets.items()):
+
         def span(key: str, side: str, mans: list[Any] = mans) -> str:
             vals = sorted({m[key][side] for m in mans})
             return str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
 
         out.append(
-            f"  - `{set_id}`: {mans[0]['kind']} split by {mans[0]['unit']}; {len({m['sha256'] for m in mans})} distinct "
+            f"  - `{set_id}`: {mans[0]['kind']} split by {mans[0]['unit']}; {len({m['sha256'] for m in mans})} "
+            "distinct "
             f"manifest(s) over {len(mans)} runs; rows train {span('rows', 'train')} / test {span('rows', 'test')}; "
             f"independent units train {span('independentUnits', 'train')} / test {span('independentUnits', 'test')}"
         )
@@ -127,16 +166,37 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
     """The compute table: measured times, analytical counts and estimates, never mixed."""
     measured, analytical = costs.get("measured", {}), costs.get("analytical", {})
     per = analytical.get("perComparison", {})
-    quantities = [q for q in ("environmentSteps", "frames", "evaluationSteps", "modelQueries", "gradientUpdates", "replayUpdates", "replaySamples")
-                  if any(row.get(q) for row in per.values())]
-    lines = ["## Compute accounting", "", "**Measured** (wall-clock of every attempted run, failed ones included): "
-             f"{measured.get('wallClockSeconds')} s in total; per comparison "
-             + ", ".join(f"{k} {v} s" for k, v in measured.get("perComparisonSeconds", {}).items())
-             + f"; hardware {', '.join(measured.get('hardware', [])) or '-'}; devices {', '.join(measured.get('devices', [])) or '-'}; "
-             f"precision {', '.join(measured.get('precision', [])) or 'not recorded'}.", ""]
+    quantities = [
+        q
+        for q in (
+            "environmentSteps",
+            "frames",
+            "evaluationSteps",
+            "modelQueries",
+            "gradientUpdates",
+            "replayUpdates",
+            "replaySamples",
+        )
+        if any(row.get(q) for row in per.values())
+    ]
+    lines = [
+        "## Compute accounting",
+        "",
+        "**Measured** (wall-clock of every attempted run, failed ones included): "
+        f"{measured.get('wallClockSeconds')} s in total; per comparison "
+        + ", ".join(f"{k} {v} s" for k, v in measured.get("perComparisonSeconds", {}).items())
+        + f"; hardware {', '.join(measured.get('hardware', [])) or '-'}; "
+        f"devices {', '.join(measured.get('devices', [])) or '-'}; "
+        f"precision {', '.join(measured.get('precision', [])) or 'not recorded'}.",
+        "",
+    ]
     if quantities:
-        lines += ["**Analytical counts** (from the drivers' ledgers, summed over completed runs):", "",
-                  "| comparison | " + " | ".join(quantities) + " |", "|---|" + "---|" * len(quantities)]
+        lines += [
+            "**Analytical counts** (from the drivers' ledgers, summed over completed runs):",
+            "",
+            "| comparison | " + " | ".join(quantities) + " |",
+            "|---|" + "---|" * len(quantities),
+        ]
         lines += [f"| {c} | " + " | ".join(f"{row.get(q, 0):.0f}" for q in quantities) + " |" for c, row in per.items()]
         lines.append("")
     est = costs.get("estimates", {})
@@ -149,7 +209,9 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
     from matplotlib.figure import Figure  # no pyplot: lighter, and no global figure state
 
     figs: list[tuple[str, Any]] = []
-    hyps = [(g, h) for g in results.gates for h in g.hypotheses if h.interval is not None and h.estimate is not None][:24]
+    hyps = [(g, h) for g in results.gates for h in g.hypotheses if h.interval is not None and h.estimate is not None][
+        :24
+    ]
     if hyps:
         import numpy as np
 
@@ -159,15 +221,27 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
             units.setdefault(gates[g.id].unit if g.id in gates else "", []).append((g, h))
         fig = Figure(figsize=(7, 0.6 + 0.35 * len(hyps) + 0.5 * len(units)))
         FigureCanvasAgg(fig)  # a real canvas, so layout can measure text
-        axes = fig.subplots(len(units), 1, squeeze=False, gridspec_kw={"height_ratios": [len(v) for v in units.values()]})
+        axes = fig.subplots(
+            len(units), 1, squeeze=False, gridspec_kw={"height_ratios": [len(v) for v in units.values()]}
+        )
         for ax, (unit, rows) in zip(axes[:, 0], units.items(), strict=True):
             for i, (g, h) in enumerate(rows):
                 vals = np.array(list(h.replicates.values()))
                 if vals.size:
                     ax.plot(vals, i + np.linspace(-0.25, 0.25, vals.size), "o", ms=2.5, color="grey", alpha=0.5)
                 lo, hi = h.interval
-                ax.plot([lo if lo is not None else h.estimate, hi if hi is not None else h.estimate], [i, i], color="C0", lw=3)
-                ax.plot([h.estimate], [i], "D", color="C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k")
+                ax.plot(
+                    [lo if lo is not None else h.estimate, hi if hi is not None else h.estimate],
+                    [i, i],
+                    color="C0",
+                    lw=3,
+                )
+                ax.plot(
+                    [h.estimate],
+                    [i],
+                    "D",
+                    color="C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k",
+                )
                 gate = gates.get(g.id)
                 bound = None
                 if gate is not None and gate.threshold is not None:
@@ -179,7 +253,9 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
             ax.set_yticks(range(len(rows)), [f"{g.id}/{h.scope}" for g, h in rows], fontsize=7)
             ax.set_ylim(len(rows) - 0.5, -0.5)
             ax.set_xlabel(unit, fontsize=7)
-        axes[0, 0].set_title("Per-replicate values (points), estimate (diamond), interval (bar), bound (dashed)", fontsize=8)
+        axes[0, 0].set_title(
+            "Per-replicate values (points), estimate (diamond), interval (bar), bound (dashed)", fontsize=8
+        )
         figs.append(("Gate intervals with per-replicate values", fig))
     figs += _profiles(loaded, results)
     from cltoolkit.report.standard import curve_figures, matrix_figures
@@ -189,7 +265,9 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
     suite = registries().suite.get(loaded.model.suite)
     if suite.analysis:
         analysis = registries().analysis.get(suite.analysis)()
-        figs += analysis.figures(loaded.model, [r for r in records if r.status.state == "completed"], dict(results.summaries))
+        figs += analysis.figures(
+            loaded.model, [r for r in records if r.status.state == "completed"], dict(results.summaries)
+        )
     return figs
 
 
@@ -228,9 +306,13 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
         ax = fig.subplots()
         for comp, vals in by_comp.items():
             x = np.asarray(vals) if higher else -np.asarray(vals)
-            ax.step(taus, performance_profile(x, taus if higher else -taus), where="post", label=f"{comp} (n={len(vals)})")
+            ax.step(
+                taus, performance_profile(x, taus if higher else -taus), where="post", label=f"{comp} (n={len(vals)})"
+            )
         sign = ">" if higher else "<"
-        ax.set_xlabel(f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)", fontsize=7)
+        ax.set_xlabel(
+            f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)", fontsize=7
+        )
         ax.set_ylabel("fraction of runs")
         ax.set_title(f"Performance profile: {decl.label} ({shown})", fontsize=9)
         ax.legend(fontsize=7)
@@ -260,7 +342,9 @@ def _md_to_html(md: str) -> str:
             if all(set(c) <= {"-"} for c in cells):
                 continue
             tag = "th" if not table else "td"
-            out.append(("<table>" if not table else "") + "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
+            out.append(
+                ("<table>" if not table else "") + "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>"
+            )
             table = True
             continue
         if table:
@@ -278,7 +362,9 @@ def _md_to_html(md: str) -> str:
     return "\n".join(out)
 
 
-def write_reports(project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> list[Path]:
+def write_reports(
+    project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
+) -> list[Path]:
     folder = project.reports_dir / loaded.id
     md = markdown_report(loaded, results, records)
     figs = [(title, _png(fig)) for title, fig in _figures(loaded, results, records)]
@@ -287,6 +373,13 @@ def write_reports(project: Project, loaded: LoadedProtocol, results: Results, re
     body = _md_to_html(md) + "".join(
         f'<h3>{html.escape(t)}</h3><img alt="{html.escape(t)}" src="data:image/png;base64,{data}">' for t, data in figs
     )
-    style = "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}"
-    atomic_write_text(html_path, f"<!doctype html><html><head><meta charset='utf-8'><title>{loaded.id}</title><style>{style}</style></head><body>{body}</body></html>\n")
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}"
+    )
+    atomic_write_text(
+        html_path,
+        "<!doctype html><html><head><meta "
+        f"charset='utf-8'><title>{loaded.id}</title><style>{style}</style></head><body>{body}</body></html>\n",
+    )
     return [md_path, html_path]

@@ -26,7 +26,11 @@ def _group(records: Sequence[RunRecord], key: str) -> dict[str, list[Any]]:
     for rec in records:
         value = rec.metrics.get(key)
         if rec.status.state == "completed" and isinstance(value, dict):
-            label = rec.spec.comparison + (f" / {rec.spec.order}" if rec.spec.order else "") + (f" / {rec.spec.cell}" if rec.spec.cell else "")
+            label = (
+                rec.spec.comparison
+                + (f" / {rec.spec.order}" if rec.spec.order else "")
+                + (f" / {rec.spec.cell}" if rec.spec.cell else "")
+            )
             out.setdefault(label, []).append(value)
     return out
 
@@ -53,7 +57,12 @@ def matrix_markdown(records: Sequence[RunRecord]) -> str:
             lines += [f"{label}: runs record different task / phase layouts; see the per-run records.", ""]
             continue
         tasks, phases, m = parsed
-        lines += [f"**{label}** ({m.shape[0]} runs)", "", "| after phase | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+        lines += [
+            f"**{label}** ({m.shape[0]} runs)",
+            "",
+            "| after phase | " + " | ".join(tasks) + " |",
+            "|---|" + "---|" * len(tasks),
+        ]
         for i, phase in enumerate(phases):
             cells = []
             for j in range(len(tasks)):
@@ -119,7 +128,13 @@ def curve_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
                 ax.plot(c["x"], c["y"], color=color, lw=0.6, alpha=0.35)
             lengths = {len(c["x"]) for c in curves}
             if len(lengths) == 1 and all(list(c["x"]) == list(curves[0]["x"]) for c in curves):
-                ax.plot(curves[0]["x"], np.mean([c["y"] for c in curves], axis=0), color=color, lw=2, label=f"{label} (n={len(curves)})")
+                ax.plot(
+                    curves[0]["x"],
+                    np.mean([c["y"] for c in curves], axis=0),
+                    color=color,
+                    lw=2,
+                    label=f"{label} (n={len(curves)})",
+                )
             meta = curves[0]
         ax.set_xlabel(str(meta.get("xLabel", "")), fontsize=7)
         ax.set_ylabel(str(meta.get("yLabel", name)), fontsize=7)

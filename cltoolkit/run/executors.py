@@ -45,7 +45,11 @@ def job_payload(spec: RunSpec, components: Path | None) -> dict[str, Any]:
 def output_from(data: dict[str, Any]) -> RunOutput:
     """The RunOutput of a worker's result dictionary."""
     return RunOutput(
-        data["metrics"], data["budget"], data.get("reused", []), data.get("device", "cpu"), data.get("precision"),
+        data["metrics"],
+        data["budget"],
+        data.get("reused", []),
+        data.get("device", "cpu"),
+        data.get("precision"),
         data.get("splits", {}),
     )
 
@@ -57,7 +61,9 @@ def _attempt(spec: RunSpec, job_file: Path, timeout_s: float | None) -> tuple[st
     with open(spec.run_dir / "log.txt", "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cltoolkit.run.worker", str(job_file), out.name],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         try:
             code = proc.wait(timeout=timeout_s)
@@ -85,7 +91,9 @@ class LocalExecutor(Executor):
 
     name: ClassVar[str] = "local"
 
-    def _run(self, spec: RunSpec, timeout_s: float | None, on_start: Callable[[RunSpec], None] | None) -> ExecutionResult:
+    def _run(
+        self, spec: RunSpec, timeout_s: float | None, on_start: Callable[[RunSpec], None] | None
+    ) -> ExecutionResult:
         assert spec.run_dir is not None
         if on_start is not None:
             on_start(spec)

@@ -31,9 +31,23 @@ def git_state(root: Path) -> tuple[str | None, bool | None]:
         ).stdout.strip()
         status = subprocess.run(
             # outputs (records, reports, results blocks) are not code: changes there do not make a run dirty
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!runs", ":!reports", ":!pilot-runs",
-             ":!protocols"],
-            cwd=root, capture_output=True, text=True, check=True, timeout=10,
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":!runs",
+                ":!reports",
+                ":!pilot-runs",
+                ":!protocols",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None

@@ -94,8 +94,10 @@ class RayExecutor(Executor):
         gpus = max((s.gpus for s in jobs), default=0.0)
         have = ray.cluster_resources().get("GPU", 0.0)
         if gpus > have:
-            raise Refusal(f"runs request {gpus:g} GPU(s) each but the Ray cluster has {have:g}; nothing was started "
-                          "(use --gpus-per-run 0, or join a cluster with GPUs via --address)")
+            raise Refusal(
+                f"runs request {gpus:g} GPU(s) each but the Ray cluster has {have:g}; nothing was started "
+                "(use --gpus-per-run 0, or join a cluster with GPUs via --address)"
+            )
         assert jobs[0].run_dir is not None
         jobs[0].run_dir.parent.mkdir(parents=True, exist_ok=True)
         folder = str(jobs[0].run_dir.parent)
@@ -105,11 +107,16 @@ class RayExecutor(Executor):
         wrong = [a for a in answers if a["version"] != __version__]
         blind = [a for a in answers if not a["sees"]]
         if wrong:
-            raise Refusal("Ray workers run another clt version: " + ", ".join(f"{a['node']} {a['version']}" for a in wrong)
-                          + f" (driver {__version__}); install the same version everywhere")
+            raise Refusal(
+                "Ray workers run another clt version: "
+                + ", ".join(f"{a['node']} {a['version']}" for a in wrong)
+                + f" (driver {__version__}); install the same version everywhere"
+            )
         if blind:
-            raise Refusal(f"Ray workers on {', '.join(sorted({a['node'] for a in blind}))} cannot see {folder}; the runs "
-                          "folder must be on a filesystem shared by every node")
+            raise Refusal(
+                f"Ray workers on {', '.join(sorted({a['node'] for a in blind}))} cannot see {folder}; the runs "
+                "folder must be on a filesystem shared by every node"
+            )
 
     def execute(
         self,
@@ -136,7 +143,9 @@ class RayExecutor(Executor):
             while queue and len(pending) < max(1, workers):
                 spec = queue.pop(0)
                 options: dict[str, Any] = {
-                    "num_cpus": spec.cpus, "num_gpus": spec.gpus, "max_retries": max(0, spec.max_attempts - 1),
+                    "num_cpus": spec.cpus,
+                    "num_gpus": spec.gpus,
+                    "max_retries": max(0, spec.max_attempts - 1),
                     "retry_exceptions": False,
                 }
                 if spec.memory_mb:
@@ -172,8 +181,9 @@ class RayExecutor(Executor):
         return timeout_s or spec.timeout_s
 
     @staticmethod
-    def _result(spec: RunSpec, state: str, reason: str, began: float, output: Any = None,
-                threads: int | None = None) -> ExecutionResult:
+    def _result(
+        spec: RunSpec, state: str, reason: str, began: float, output: Any = None, threads: int | None = None
+    ) -> ExecutionResult:
         assert spec.run_dir is not None
         marks = spec.run_dir / ATTEMPTS
         attempts = len(marks.read_text().splitlines()) if marks.exists() else 1

@@ -167,7 +167,9 @@ def read_record(path: Path) -> RunRecord:
     migrated = version < RECORD_VERSION
     while version < RECORD_VERSION:
         if version not in MIGRATIONS:
-            raise ValidationFailed(problems=[Problem(f"{path}: /recordVersion", f"no migration from version {version}")])
+            raise ValidationFailed(
+                problems=[Problem(f"{path}: /recordVersion", f"no migration from version {version}")]
+            )
         data = MIGRATIONS[version](data)
         version += 1
         data["recordVersion"] = version

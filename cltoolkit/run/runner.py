@@ -190,8 +190,9 @@ def run_protocol(
     summary = RunSummary(loaded.id, digest, pilot, store.folder, len(points), len(points) - len(todo))
     planned_ids = {p.run_id for p in todo}
     summary.redone = sorted(
-        (problem.where, problem.message) for problem in scan.broken if Path(problem.where).name in planned_ids
-        or Path(problem.where).parent.name in planned_ids
+        (problem.where, problem.message)
+        for problem in scan.broken
+        if Path(problem.where).name in planned_ids or Path(problem.where).parent.name in planned_ids
     )
     if on_plan is not None:
         on_plan(summary)
@@ -199,10 +200,23 @@ def run_protocol(
         return summary
     specs = [
         RunSpec(
-            protocol_id=loaded.id, protocol_sha256=digest, pilot=pilot, stage=stage_id, comparison=p.comparison,
-            method=p.method, seed=p.seed, order=p.order, cell=p.cell, run_dir=store.run_dir(p.run_id),
-            protocol_path=loaded.path.resolve(), threads=threads, timeout_s=timeout_s, max_attempts=max_attempts,
-            cpus=cpus, gpus=gpus, memory_mb=memory_mb,
+            protocol_id=loaded.id,
+            protocol_sha256=digest,
+            pilot=pilot,
+            stage=stage_id,
+            comparison=p.comparison,
+            method=p.method,
+            seed=p.seed,
+            order=p.order,
+            cell=p.cell,
+            run_dir=store.run_dir(p.run_id),
+            protocol_path=loaded.path.resolve(),
+            threads=threads,
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            cpus=cpus,
+            gpus=gpus,
+            memory_mb=memory_mb,
         )
         for p in todo
     ]
@@ -221,7 +235,9 @@ def run_protocol(
             on_start(spec)
 
     try:
-        for result in runner.execute(specs, workers=workers or os.cpu_count() or 1, timeout_s=timeout_s, on_start=begin):
+        for result in runner.execute(
+            specs, workers=workers or os.cpu_count() or 1, timeout_s=timeout_s, on_start=begin
+        ):
             store.write(_record(result.spec, result, started[result.spec.run_id], project))
             done.add(result.spec.run_id)
             summary.results.append(result)

@@ -81,7 +81,6 @@ class RunSpec:
         }
 
 
-
 @dataclass
 class RunOutput:
     """What a suite driver returns for one run."""

@@ -34,8 +34,10 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
     base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
     store = RunStore(base, loaded.id)
     scan = store.scan()
-    broken = {Path(p.where).parent.name if Path(p.where).name == "record.json" else Path(p.where).name: p.message
-              for p in scan.broken}
+    broken = {
+        Path(p.where).parent.name if Path(p.where).name == "record.json" else Path(p.where).name: p.message
+        for p in scan.broken
+    }
     suite = regs.suite.get(loaded.model.suite)()
     st = loaded.model.stage(stage)
     runs = []
@@ -50,9 +52,30 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
             state, reason, attempts = "partial", broken[point.run_id], 0
         else:
             state, reason, attempts = "missing", "", 0
-        scores = {k: v for k, v in rec.metrics.items() if k in declared} if rec is not None and state == "completed" else {}
-        runs.append({"runId": point.run_id, "comparison": point.comparison, "cell": point.cell, "order": point.order,
-                     "seed": point.seed, "state": state, "reason": reason, "attempts": attempts, "scores": scores})
+        scores = (
+            {k: v for k, v in rec.metrics.items() if k in declared} if rec is not None and state == "completed" else {}
+        )
+        runs.append(
+            {
+                "runId": point.run_id,
+                "comparison": point.comparison,
+                "cell": point.cell,
+                "order": point.order,
+                "seed": point.seed,
+                "state": state,
+                "reason": reason,
+                "attempts": attempts,
+                "scores": scores,
+            }
+        )
     counts = {state: sum(1 for r in runs if r["state"] == state) for state in STATE_LETTERS}
-    return {"protocol": loaded.id, "sha256": digest, "stage": st.id, "store": str(store.folder), "pilot": pilot,
-            "seeds": sorted({r["seed"] for r in runs}), "counts": counts, "runs": runs}
+    return {
+        "protocol": loaded.id,
+        "sha256": digest,
+        "stage": st.id,
+        "store": str(store.folder),
+        "pilot": pilot,
+        "seeds": sorted({r["seed"] for r in runs}),
+        "counts": counts,
+        "runs": runs,
+    }

@@ -70,8 +70,14 @@ def stratified_bootstrap_ci(
     from scipy import stats
 
     res = stats.bootstrap(
-        columns, stat, n_resamples=resamples, confidence_level=level, method="percentile",
-        vectorized=True, paired=False, rng=rng,
+        columns,
+        stat,
+        n_resamples=resamples,
+        confidence_level=level,
+        method="percentile",
+        vectorized=True,
+        paired=False,
+        rng=rng,
     )
     return Interval(float(statistic(x)), float(res.confidence_interval.low), float(res.confidence_interval.high))
 
@@ -103,9 +109,7 @@ def normalized_scores(raw: np.ndarray, weak: float, strong: float) -> np.ndarray
 AGGREGATES = ("mean", "iqm", "median", "worst-case", "cvar")
 
 
-def aggregate(
-    scores: np.ndarray, name: str, *, higher_is_better: bool = True, tail_fraction: float = 0.25
-) -> float:
+def aggregate(scores: np.ndarray, name: str, *, higher_is_better: bool = True, tail_fraction: float = 0.25) -> float:
     """One declared aggregate of run-level scores: `mean`, `iqm`, `median`, `worst-case` (the worst score in the
     metric's direction) or `cvar` (mean of the worst ceil(tail_fraction * N) scores)."""
     x = np.asarray(scores, dtype=float).ravel()

@@ -14,7 +14,7 @@ def n_normal(sigma: float, delta: float, alpha: float = 0.05, power: float = 0.8
     if sigma <= 0 or delta == 0:
         raise ValueError("need sigma > 0 and delta != 0")
     z = stats.norm.ppf(1 - alpha / sides) + stats.norm.ppf(power)
-    return int(math.ceil((float(z) * sigma / abs(delta)) ** 2))
+    return math.ceil((float(z) * sigma / abs(delta)) ** 2)
 
 
 def power_t(n: int, sigma: float, delta: float, alpha: float = 0.05, sides: int = 2) -> float:
@@ -30,7 +30,9 @@ def power_t(n: int, sigma: float, delta: float, alpha: float = 0.05, sides: int 
     return float(upper + (stats.nct.cdf(-crit, df, nc) if sides == 2 else 0.0))
 
 
-def n_exact_t(sigma: float, delta: float, alpha: float = 0.05, power: float = 0.8, sides: int = 2, n_max: int = 100_000) -> int:
+def n_exact_t(
+    sigma: float, delta: float, alpha: float = 0.05, power: float = 0.8, sides: int = 2, n_max: int = 100_000
+) -> int:
     """Smallest n >= 2 whose exact t-test power reaches `power`."""
     n = 2
     while power_t(n, sigma, delta, alpha, sides) < power:

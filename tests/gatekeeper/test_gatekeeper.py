@@ -62,8 +62,12 @@ def test_end_to_end_and_idempotent(toy, cli) -> None:  # type: ignore[no-untyped
     assert [h["signTestP"] for h in gates["each"]["hypotheses"]] == [0.03125, 0.03125]  # 5 of 5 above 0.7
     html = (toy.reports_dir / "toy-v1" / "report.html").read_text()
     # gate intervals, performance profile, one matrix per comparison, one curve figure
-    for title in ("Gate intervals with per-replicate values", "Per-task matrix: cand", "Per-task matrix: base",
-                  "Curves: training score"):
+    for title in (
+        "Gate intervals with per-replicate values",
+        "Per-task matrix: cand",
+        "Per-task matrix: base",
+        "Curves: training score",
+    ):
         assert title in html
     assert html.count("data:image/png;base64") >= 4
     md = (toy.reports_dir / "toy-v1" / "report.md").read_text()
@@ -240,7 +244,10 @@ def test_undeclared_aggregate_is_refused(toy, cli) -> None:  # type: ignore[no-u
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
     refused = cli("report", "-p", "toy-v1", "--aggregate", "mean")
     assert refused.exit_code == 1
-    assert "aggregate 'mean' is not the declared one ('iqm')" in refused.output and "clt protocol bump toy-v1" in refused.output
+    assert (
+        "aggregate 'mean' is not the declared one ('iqm')" in refused.output
+        and "clt protocol bump toy-v1" in refused.output
+    )
     assert read(toy.protocol_path("toy-v1"))["results"] is None  # nothing written
     assert cli("report", "-p", "toy-v1", "--aggregate", "iqm").exit_code == 0
 
@@ -248,17 +255,38 @@ def test_undeclared_aggregate_is_refused(toy, cli) -> None:  # type: ignore[no-u
 def test_lower_is_better_gate_and_replicates_in_results(toy, cli) -> None:  # type: ignore[no-untyped-def]
     doc = toy_protocol()
     # base is lower than cand by about 0.4: "base below cand by more than 0.1" is a lower-is-better superiority claim
-    doc["gates"] = [{"id": "low", "label": "base below cand", "metric": "toy.score-v1", "method": "base", "reference": "cand",
-                     "test": "superiority", "comparator": "<", "margin": 0.1, "unit": "score"},
-                    {"id": "wrong", "label": "base above cand", "metric": "toy.score-v1", "method": "base", "reference": "cand",
-                     "test": "superiority", "comparator": ">", "margin": 0.0, "unit": "score"}]
+    doc["gates"] = [
+        {
+            "id": "low",
+            "label": "base below cand",
+            "metric": "toy.score-v1",
+            "method": "base",
+            "reference": "cand",
+            "test": "superiority",
+            "comparator": "<",
+            "margin": 0.1,
+            "unit": "score",
+        },
+        {
+            "id": "wrong",
+            "label": "base above cand",
+            "metric": "toy.score-v1",
+            "method": "base",
+            "reference": "cand",
+            "test": "superiority",
+            "comparator": ">",
+            "margin": 0.0,
+            "unit": "score",
+        },
+    ]
     _setup(toy, doc)
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
     res = json.loads(cli("report", "-p", "toy-v1", "--json", "--dry-run").output)
     gates = {g["id"]: g for g in res["gates"]}
     low, wrong = gates["low"], gates["wrong"]
     assert low["decision"] == "pass" and wrong["decision"] == "fail"
-    # an upper bound; with another gate of the family not rejected, Holm-compatible bounds of rejected ones sit at the margin
+    # an upper bound; with another gate of the family not rejected, Holm-compatible bounds of rejected ones sit at
+    # the margin
     assert low["estimate"] < -0.1 and low["interval"][0] is None and low["interval"][1] == pytest.approx(-0.1)
     reps = low["hypotheses"][0]["replicates"]
     assert len(reps) == 5 and sum(reps.values()) / 5 == pytest.approx(low["estimate"])
@@ -277,17 +305,48 @@ def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -
     enters nor changes the confirmatory Holm family."""
     doc = toy_protocol()
     doc["gates"] = [
-        {"id": "conf", "label": "base below cand", "metric": "toy.score-v1", "method": "base", "reference": "cand",
-         "test": "superiority", "comparator": "<", "margin": 0.1, "unit": "score"},
-        {"id": "explore-pass", "label": "base below cand (exploratory)", "metric": "toy.score-v1", "method": "base",
-         "reference": "cand", "test": "superiority", "comparator": "<", "margin": 0.0, "unit": "score", "confirmatory": False},
-        {"id": "explore-fail", "label": "base above cand (exploratory)", "metric": "toy.score-v1", "method": "base",
-         "reference": "cand", "test": "superiority", "comparator": ">", "margin": 0.0, "unit": "score", "confirmatory": False},
+        {
+            "id": "conf",
+            "label": "base below cand",
+            "metric": "toy.score-v1",
+            "method": "base",
+            "reference": "cand",
+            "test": "superiority",
+            "comparator": "<",
+            "margin": 0.1,
+            "unit": "score",
+        },
+        {
+            "id": "explore-pass",
+            "label": "base below cand (exploratory)",
+            "metric": "toy.score-v1",
+            "method": "base",
+            "reference": "cand",
+            "test": "superiority",
+            "comparator": "<",
+            "margin": 0.0,
+            "unit": "score",
+            "confirmatory": False,
+        },
+        {
+            "id": "explore-fail",
+            "label": "base above cand (exploratory)",
+            "metric": "toy.score-v1",
+            "method": "base",
+            "reference": "cand",
+            "test": "superiority",
+            "comparator": ">",
+            "margin": 0.0,
+            "unit": "score",
+            "confirmatory": False,
+        },
     ]
     _setup(toy, doc)
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
     gates = {g["id"]: g for g in json.loads(cli("report", "-p", "toy-v1", "--json", "--dry-run").output)["gates"]}
     assert gates["explore-pass"]["decision"] == "pass" and gates["explore-fail"]["decision"] == "fail"
-    assert gates["explore-pass"]["pAdjusted"] is None and gates["explore-pass"]["wording"].startswith("exploratory, unadjusted")
+    assert gates["explore-pass"]["pAdjusted"] is None and gates["explore-pass"]["wording"].startswith(
+        "exploratory, unadjusted"
+    )
     assert gates["explore-pass"]["interval"][1] < 0  # marginal upper bound of a lower-is-better claim
     assert gates["conf"]["pAdjusted"] == pytest.approx(gates["conf"]["pValue"])  # a family of one

@@ -23,7 +23,12 @@ def test_freeze_writes_lock(cli, project) -> None:  # type: ignore[no-untyped-de
     assert lock is not None
     assert lock.sha256 == protocol_hash(read(path))
     assert set(read(project.lock_path("ladder-v1"))) == {
-        "protocol", "sha256", "canonicalization", "frozenOn", "schemaVersion", "toolkitVersion"
+        "protocol",
+        "sha256",
+        "canonicalization",
+        "frozenOn",
+        "schemaVersion",
+        "toolkitVersion",
     }
     assert cli("protocol", "verify").exit_code == 0
 
@@ -71,7 +76,7 @@ def test_verify_fails_on_value_change_naming_pointer(cli, project) -> None:  # t
     result = cli("protocol", "verify")
     assert result.exit_code == 1
     assert "ladder-v1: /systems/true/a: changed from 0.95 to 0.96" in result.output
-    assert "ladder-v1: /comparisons/0/label: changed from \"Aggressive\" to \"Bold\"" in result.output
+    assert 'ladder-v1: /comparisons/0/label: changed from "Aggressive" to "Bold"' in result.output
 
 
 def test_verify_passes_on_format_order_status_results(cli, project) -> None:  # type: ignore[no-untyped-def]

@@ -80,8 +80,13 @@ def test_end_to_end_and_declarative(project, cli) -> None:  # type: ignore[no-un
     assert cli("report", "-p", "ladder-v1").exit_code == 0
     res = read(project.protocol_path("ladder-v1"))["results"]
     favours = {k: v["favours"] for k, v in res["summaries"]["rungs"].items()}
-    assert favours == {"oneStep": ["aggressive"], "rollout": ["delayed"], "intervention": ["delayed"],
-                       "control": ["delayed"], "transfer": ["conservative"]}
+    assert favours == {
+        "oneStep": ["aggressive"],
+        "rollout": ["delayed"],
+        "intervention": ["delayed"],
+        "control": ["delayed"],
+        "transfer": ["conservative"],
+    }
     doc = read(project.protocol_path("ladder-v1"))
     doc["id"] = "ladder-v2"
     doc["results"] = None
@@ -89,8 +94,15 @@ def test_end_to_end_and_declarative(project, cli) -> None:  # type: ignore[no-un
     doc["rungs"]["oneStep"].update(transitions=200, seed=3)
     doc["rungs"]["rollout"].update(constantSteps=25, alternatingHorizons=[10])
     doc["rungs"]["control"].update(gridPoints=51, steps=20, tailFirst=11, tailLast=20, actionHigh=0.8)
-    doc["comparisons"].append({"id": "fitted", "method": "ladder.least-squares", "role": "candidate", "label": "Fitted",
-                               "hyperparameters": {"transitions": 300, "seed": 11}})
+    doc["comparisons"].append(
+        {
+            "id": "fitted",
+            "method": "ladder.least-squares",
+            "role": "candidate",
+            "label": "Fitted",
+            "hyperparameters": {"transitions": 300, "seed": 11},
+        }
+    )
     write(project.protocol_path("ladder-v2"), doc)
     assert cli("protocol", "freeze", "ladder-v2").exit_code == 0
     assert cli("run", "-p", "ladder-v2").exit_code == 0

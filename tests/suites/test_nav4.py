@@ -88,8 +88,11 @@ def _tiny(doc: dict, budget: int = 256) -> dict:  # type: ignore[type-arg]
         if "capacity" in comp["hyperparameters"]:
             comp["hyperparameters"]["capacity"] = 500
     doc["evaluation"].update({"episodesPerTask": 4, "curvePoints": 1, "curveEpisodes": 2})
-    doc["seeds"]["splits"] = {"train": {"start": 0, "stop": 50}, "validation": {"start": 1_000_000, "stop": 1_000_010},
-                              "test": {"start": 2_000_000, "stop": 2_000_020}}
+    doc["seeds"]["splits"] = {
+        "train": {"start": 0, "stop": 50},
+        "validation": {"start": 1_000_000, "stop": 1_000_010},
+        "test": {"start": 2_000_000, "stop": 2_000_020},
+    }
     return doc
 
 

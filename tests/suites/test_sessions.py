@@ -89,7 +89,9 @@ def test_check_requires_the_right_held_out_unit() -> None:
     doc["evaluationSets"][1]["heldOutUnit"] = "session"
     with pytest.raises(ValidationFailed) as info:
         validate_document(doc, "p.json")
-    assert "p.json: /splits/randomSet: evaluation set 'random-transitions' must hold out 'transition'" in str(info.value)
+    assert "p.json: /splits/randomSet: evaluation set 'random-transitions' must hold out 'transition'" in str(
+        info.value
+    )
 
 
 def test_claim_on_a_unit_not_held_out_warns() -> None:

@@ -28,8 +28,9 @@ def _protocol(name: str) -> WmfProtocol:
 
 def _latents(n: int, latent: int, action: int, seed: int = 0) -> ev.LatentSet:
     g = torch.Generator().manual_seed(seed)
-    return ev.LatentSet(torch.randn(n, latent, generator=g), torch.randn(n, action, generator=g),
-                        torch.randn(n, latent, generator=g))
+    return ev.LatentSet(
+        torch.randn(n, latent, generator=g), torch.randn(n, action, generator=g), torch.randn(n, latent, generator=g)
+    )
 
 
 def test_batched_loss_equals_stepwise_math() -> None:
@@ -78,8 +79,10 @@ def test_ewc_fisher_is_exactly_zero_on_every_encoder_parameter() -> None:
 def test_d_param_of_the_gym_levels() -> None:
     protocol = _protocol("wmf-v1")
     gym = next(f for f in protocol.families if f.id == "gym")
-    vec = {lv.id: [(t.physics.gravity, t.physics.massScale, t.physics.frictionScale) for t in (lv.taskA, lv.taskB)]
-           for lv in gym.levels}
+    vec = {
+        lv.id: [(t.physics.gravity, t.physics.massScale, t.physics.frictionScale) for t in (lv.taskA, lv.taskB)]
+        for lv in gym.levels
+    }
     got = {k: round(ev.d_param(*v), 3) for k, v in vec.items()}  # type: ignore[arg-type]
     assert got == {"min": 0.283, "med": 0.586, "max": 0.622}
 
@@ -158,11 +161,14 @@ def test_shipped_wmf_protocols_validate_and_plan() -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("renderer", "env_id", "gravity"), [
-    ("minigrid", "MiniGrid-KeyCorridorS3R1-v0", None),
-    ("mujoco", "HalfCheetah-v5", 4.0),
-    ("dm_control", "walker/run", 4.0),
-])
+@pytest.mark.parametrize(
+    ("renderer", "env_id", "gravity"),
+    [
+        ("minigrid", "MiniGrid-KeyCorridorS3R1-v0", None),
+        ("mujoco", "HalfCheetah-v5", 4.0),
+        ("dm_control", "walker/run", 4.0),
+    ],
+)
 def test_family_frames_are_64x64_uint8_and_seeded(renderer: str, env_id: str, gravity: float | None) -> None:
     """Every family renders 64x64x3 uint8 frames; one seed collects identical episodes, another seed different ones;
     physics changes reach the simulator."""

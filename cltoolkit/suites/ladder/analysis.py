@@ -57,34 +57,50 @@ class LadderAnalysis(Analysis):
     def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
         assert isinstance(protocol, LadderProtocol)
         by_comp = {r.spec.comparison: r for r in records}
+        metrics: dict[str, Any] = {
+            c: r.metrics for c, r in by_comp.items()
+        }  # JSON values, read as the driver wrote them
         metric_ids = _metric_ids(protocol)
         competitors = [c.id for c in protocol.comparisons if c.diagnostic is None]
         diagnostics = [c.id for c in protocol.comparisons if c.diagnostic is not None]
         rungs: dict[str, Any] = {}
         for key, label in RUNGS:
             metric = metric_ids[key]
-            raw = {c: float(by_comp[c].metrics[metric]) for c in competitors if c in by_comp and metric in by_comp[c].metrics}  # type: ignore[arg-type]
-            diag = {c: float(by_comp[c].metrics[metric]) for c in diagnostics if c in by_comp and metric in by_comp[c].metrics}  # type: ignore[arg-type]
+            raw = {c: float(metrics[c][metric]) for c in competitors if c in by_comp and metric in metrics[c]}
+            diag = {c: float(metrics[c][metric]) for c in diagnostics if c in by_comp and metric in metrics[c]}
             rk = ranks(raw)
             best = sorted(c for c, r in rk.items() if r == 1)
-            rungs[key] = {"label": label, "metric": metric, "values": raw, "ranks": rk, "favours": best, "diagnostics": diag}
-        rungs["oneStep"]["populationMse"] = {c: by_comp[c].metrics["oneStep"]["populationMse"] for c in rungs["oneStep"]["values"]}  # type: ignore[index,call-overload]
-        rungs["oneStep"]["marginalSe"] = {c: by_comp[c].metrics["oneStep"]["marginalSe"] for c in rungs["oneStep"]["values"]}  # type: ignore[index,call-overload]
+            rungs[key] = {
+                "label": label,
+                "metric": metric,
+                "values": raw,
+                "ranks": rk,
+                "favours": best,
+                "diagnostics": diag,
+            }
+        rungs["oneStep"]["populationMse"] = {
+            c: metrics[c]["oneStep"]["populationMse"] for c in rungs["oneStep"]["values"]
+        }
+        rungs["oneStep"]["marginalSe"] = {c: metrics[c]["oneStep"]["marginalSe"] for c in rungs["oneStep"]["values"]}
         rungs["oneStep"]["pairedDifferenceSe"] = self._paired_se(by_comp, list(rungs["oneStep"]["values"]))
-        rungs["rollout"]["steadyState"] = {c: by_comp[c].metrics["rollout"]["steadyState"] for c in rungs["rollout"]["values"]}  # type: ignore[index,call-overload]
+        rungs["rollout"]["steadyState"] = {c: metrics[c]["rollout"]["steadyState"] for c in rungs["rollout"]["values"]}
         rungs["rollout"]["alternating"] = {
-            h: {c: by_comp[c].metrics["rollout"]["alternating"][h]["rmse"] for c in rungs["rollout"]["values"]}  # type: ignore[index,call-overload]
+            h: {c: metrics[c]["rollout"]["alternating"][h]["rmse"] for c in rungs["rollout"]["values"]}
             for h in (str(x) for x in protocol.rungs.rollout.alternatingHorizons)
         }
-        rungs["rollout"]["forcedAmplitude"] = {c: by_comp[c].metrics["rollout"]["forcedAmplitude"] for c in rungs["rollout"]["values"]}  # type: ignore[index,call-overload]
-        any_model = next((by_comp[c] for c in competitors if c in by_comp), None)
+        rungs["rollout"]["forcedAmplitude"] = {
+            c: metrics[c]["rollout"]["forcedAmplitude"] for c in rungs["rollout"]["values"]
+        }
+        any_model = next((c for c in competitors if c in by_comp), None)
         if any_model is not None:
-            roll = any_model.metrics["rollout"]
-            rungs["rollout"]["trueSteadyState"] = roll["trueSteadyState"]  # type: ignore[index,call-overload]
-            rungs["rollout"]["trueForcedAmplitude"] = roll["trueForcedAmplitude"]  # type: ignore[index,call-overload]
+            roll = metrics[any_model]["rollout"]
+            rungs["rollout"]["trueSteadyState"] = roll["trueSteadyState"]
+            rungs["rollout"]["trueForcedAmplitude"] = roll["trueForcedAmplitude"]
         for key in ("control", "transfer"):
-            rungs[key]["equilibrium"] = {c: by_comp[c].metrics[key]["equilibrium"] for c in rungs[key]["values"]}  # type: ignore[index,call-overload]
-            rungs[key]["cycle"] = {c: by_comp[c].metrics[key]["cycle"] for c in [*rungs[key]["values"], *rungs[key]["diagnostics"]]}  # type: ignore[index,call-overload]
+            rungs[key]["equilibrium"] = {c: metrics[c][key]["equilibrium"] for c in rungs[key]["values"]}
+            rungs[key]["cycle"] = {
+                c: metrics[c][key]["cycle"] for c in [*rungs[key]["values"], *rungs[key]["diagnostics"]]
+            }
         return {"rungs": rungs, "note": "Ranks are within each rung (1 = best); they are never summed."}
 
     @staticmethod
@@ -107,29 +123,45 @@ class LadderAnalysis(Analysis):
             r = rungs[key]
             cells = [f"{r['values'][c]:.6g} ({r['ranks'][c]})" if c in r["values"] else "-" for c in comps]
             lines.append(f"| {label} | `{r['metric']}` | " + " | ".join(cells) + f" | {', '.join(r['favours'])} |")
-        lines += ["", "Diagnostic controllers (not competitors): " + "; ".join(
-            f"{key}: " + ", ".join(f"{c} {v:.6g}" for c, v in rungs[key]["diagnostics"].items()) for key in ("control", "transfer")
-        ), ""]
+        lines += [
+            "",
+            "Diagnostic controllers (not competitors): "
+            + "; ".join(
+                f"{key}: " + ", ".join(f"{c} {v:.6g}" for c, v in rungs[key]["diagnostics"].items())
+                for key in ("control", "transfer")
+            ),
+            "",
+        ]
         one = rungs["oneStep"]
-        lines.append("One-step population MSE (closed form) beside the sample: " + ", ".join(
-            f"{c} {one['populationMse'][c]:.4f} (SE {one['marginalSe'][c]:.5f})" for c in comps
-        ) + "; paired-difference SE: " + ", ".join(f"{k} {v:.5f}" for k, v in one["pairedDifferenceSe"].items()) + ".")
+        lines.append(
+            "One-step population MSE (closed form) beside the sample: "
+            + ", ".join(f"{c} {one['populationMse'][c]:.4f} (SE {one['marginalSe'][c]:.5f})" for c in comps)
+            + "; paired-difference SE: "
+            + ", ".join(f"{k} {v:.5f}" for k, v in one["pairedDifferenceSe"].items())
+            + "."
+        )
         roll = rungs["rollout"]
         lines.append(
             f"Steady state under constant input: true {roll.get('trueSteadyState')}; "
             + ", ".join(f"{c} {roll['steadyState'][c]}" for c in comps)
             + " (None: unstable). Forced alternating amplitude: true "
-            + f"{roll.get('trueForcedAmplitude')}; " + ", ".join(f"{c} {roll['forcedAmplitude'][c]}" for c in comps) + "."
+            + f"{roll.get('trueForcedAmplitude')}; "
+            + ", ".join(f"{c} {roll['forcedAmplitude'][c]}" for c in comps)
+            + "."
         )
         for key in ("control", "transfer"):
             eq = rungs[key]["equilibrium"]
             cyc = rungs[key]["cycle"]
             lines.append(
-                f"{key.capitalize()}: continuous-controller equilibria " + ", ".join(f"{c} {eq[c]:.7g}" for c in eq if eq[c] is not None)
-                + "; grid-controller tail cycles " + ", ".join(
+                f"{key.capitalize()}: continuous-controller equilibria "
+                + ", ".join(f"{c} {eq[c]:.7g}" for c in eq if eq[c] is not None)
+                + "; grid-controller tail cycles "
+                + ", ".join(
                     f"{c} period {v['period']} (limit states {', '.join(f'{s:.7f}' for s in v['limitStates'] or [])})"
-                    for c, v in cyc.items() if v
-                ) + "."
+                    for c, v in cyc.items()
+                    if v
+                )
+                + "."
             )
         return "\n".join(lines) + "\n"
 

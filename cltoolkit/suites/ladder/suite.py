@@ -71,9 +71,11 @@ class LadderSuite(Suite):
                     "intervention": inter,
                 }
             )
-            queries += protocol.rungs.oneStep.transitions + sum(
-                2 * [protocol.rungs.rollout.constantSteps, *protocol.rungs.rollout.alternatingHorizons]
-            ) + 2 * protocol.rungs.intervention.steps
+            queries += (
+                protocol.rungs.oneStep.transitions
+                + sum(2 * [protocol.rungs.rollout.constantSteps, *protocol.rungs.rollout.alternatingHorizons])
+                + 2 * protocol.rungs.intervention.steps
+            )
         zero = comp.method == "ladder.zero-action"
         for key, metric, env in (
             ("control", control.metric, protocol.systems.true),

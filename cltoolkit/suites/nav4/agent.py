@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from minigrid.core.world_object import Door
 from torch import nn
 
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, Nav4Env
@@ -35,9 +36,12 @@ class Net(nn.Module):
     def __init__(self, canvas: int) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(len(CHANNELS), 16, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(len(CHANNELS), 16, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
             nn.Flatten(),
         )
         with torch.no_grad():
@@ -60,18 +64,33 @@ class Ledger:
     replaySamples: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"environmentSteps": self.environmentSteps, "evaluationSteps": self.evaluationSteps,
-                "gradientUpdates": round(self.gradientUpdates), "replayUpdates": round(self.replayUpdates),
-                "replaySamples": self.replaySamples}
+        return {
+            "environmentSteps": self.environmentSteps,
+            "evaluationSteps": self.evaluationSteps,
+            "gradientUpdates": round(self.gradientUpdates),
+            "replayUpdates": round(self.replayUpdates),
+            "replaySamples": self.replaySamples,
+        }
 
 
 class VecTasks:
     """`n` environments stepped together; each episode starts on a fresh layout drawn from `layout_seeds`.
     Tasks are assigned round-robin from `tasks` (one task for sequential phases, all four for joint training)."""
 
-    def __init__(self, tasks: Sequence[str], n: int, layout_seeds: Sequence[int], rng: np.random.Generator,
-                 size: int, max_steps: int, min_path: int, bonus: tuple[float, float] = (0.0, 0.0)) -> None:
-        self.envs = [Nav4Env(tasks[i % len(tasks)], size=size, max_steps=max_steps, min_path=min_path) for i in range(n)]
+    def __init__(
+        self,
+        tasks: Sequence[str],
+        n: int,
+        layout_seeds: Sequence[int],
+        rng: np.random.Generator,
+        size: int,
+        max_steps: int,
+        min_path: int,
+        bonus: tuple[float, float] = (0.0, 0.0),
+    ) -> None:
+        self.envs = [
+            Nav4Env(tasks[i % len(tasks)], size=size, max_steps=max_steps, min_path=min_path) for i in range(n)
+        ]
         self.seeds = np.asarray(layout_seeds)
         self.rng = rng
         self.bonus = bonus
@@ -96,7 +115,7 @@ class VecTasks:
                 bonus += self.bonus[0]
             if int(a) == TOGGLE and not self.bonused[i, 1]:
                 front = env.grid.get(*env.front_pos)
-                if front is not None and front.type == "door" and front.is_open:
+                if isinstance(front, Door) and front.is_open:
                     self.bonused[i, 1] = True
                     bonus += self.bonus[1]
             rewards[i] = r + bonus
@@ -144,8 +163,15 @@ class Reservoir:
 
     def sample(self, n: int) -> dict[str, np.ndarray]:
         idx = self.rng.integers(len(self), size=n)
-        return {"obs": self.obs[idx], "actions": self.actions[idx], "logp": self.logp[idx], "adv": self.adv[idx],
-                "ret": self.ret[idx], "value": self.value[idx], "logits": self.logits[idx]}
+        return {
+            "obs": self.obs[idx],
+            "actions": self.actions[idx],
+            "logp": self.logp[idx],
+            "adv": self.adv[idx],
+            "ret": self.ret[idx],
+            "value": self.value[idx],
+            "logits": self.logits[idx],
+        }
 
     def contents(self) -> dict[str, int]:
         """Transitions held per task index (disclosed)."""
@@ -199,8 +225,14 @@ class Agent:
             logp = torch.log_softmax(logits, -1).gather(1, actions[:, None]).squeeze(1)
         return actions.numpy(), logp.numpy(), value.numpy(), logits.numpy()
 
-    def train(self, vec: VecTasks, steps: int, ledger: Ledger, task_index: Callable[[int], int],
-              on_iteration: Callable[[int], None] | None = None) -> list[float]:
+    def train(
+        self,
+        vec: VecTasks,
+        steps: int,
+        ledger: Ledger,
+        task_index: Callable[[int], int],
+        on_iteration: Callable[[int], None] | None = None,
+    ) -> list[float]:
         """Collect `steps` interactions (rounded up to whole rollouts) and update after each rollout.
         Returns the training success rate per rollout (episodes finished in it)."""
         p = self.params
@@ -233,9 +265,13 @@ class Agent:
                 last = delta + p.gamma * p.gaeLambda * nonterminal * last
                 adv[t] = last
             batch = {
-                "obs": obs_buf.reshape(-1, *obs_buf.shape[2:]), "actions": act_buf.reshape(-1),
-                "logp": logp_buf.reshape(-1), "adv": adv.reshape(-1), "ret": (adv + val_buf[:t_len]).reshape(-1),
-                "value": val_buf[:t_len].reshape(-1), "logits": logit_buf.reshape(-1, len(ACTIONS)),
+                "obs": obs_buf.reshape(-1, *obs_buf.shape[2:]),
+                "actions": act_buf.reshape(-1),
+                "logp": logp_buf.reshape(-1),
+                "adv": adv.reshape(-1),
+                "ret": (adv + val_buf[:t_len]).reshape(-1),
+                "value": val_buf[:t_len].reshape(-1),
+                "logits": logit_buf.reshape(-1, len(ACTIONS)),
             }
             tasks = np.array([task_index(i % n) for i in range(n)] * t_len, dtype=np.int8)
             if self.memory is not None:
@@ -282,7 +318,8 @@ class Agent:
         policy = -torch.min(ratio * adv, torch.clamp(ratio, 1 - p.clip, 1 + p.clip) * adv).mean()
         value_loss = 0.5 * (value - b["ret"]).pow(2).mean()
         entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-        return policy + p.valueCoef * value_loss - p.entropyCoef * entropy
+        loss: torch.Tensor = policy + p.valueCoef * value_loss - p.entropyCoef * entropy
+        return loss
 
     def _replay_loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         """Replayed samples: the clipped surrogate with their stored behaviour probabilities and advantages; with
@@ -296,8 +333,18 @@ class Agent:
         return loss
 
 
-def evaluate(agent: Agent, task: str, layout_seeds: Sequence[int], greedy: bool, ledger: Ledger, *, size: int,
-             max_steps: int, min_path: int, batch: int = 16) -> float:
+def evaluate(
+    agent: Agent,
+    task: str,
+    layout_seeds: Sequence[int],
+    greedy: bool,
+    ledger: Ledger,
+    *,
+    size: int,
+    max_steps: int,
+    min_path: int,
+    batch: int = 16,
+) -> float:
     """Held-out success on the given layouts (one episode each). Never updates the model or the memory: the
     parameters and the replay memory are checksummed around it and a change is an error."""
     before = state_checksum(agent.net, agent.memory)

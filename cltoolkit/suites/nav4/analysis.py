@@ -19,8 +19,14 @@ from cltoolkit.suites.nav4 import metrics as m
 
 __all__ = ["METRICS", "Nav4Analysis", "matrix_value", "run_values"]
 
-METRICS = (m.ImmediateSuccess.id, m.ImmediateAverageSuccess.id, m.FinalAverageSuccess.id, m.RetentionLoss.id,
-           m.BackwardTransfer.id, m.Forgetting.id)
+METRICS = (
+    m.ImmediateSuccess.id,
+    m.ImmediateAverageSuccess.id,
+    m.FinalAverageSuccess.id,
+    m.RetentionLoss.id,
+    m.BackwardTransfer.id,
+    m.Forgetting.id,
+)
 
 _VALUE = {
     m.ImmediateAverageSuccess.id: m.ImmediateAverageSuccess.value,
@@ -89,19 +95,26 @@ class Nav4Analysis(Analysis):
                     t, _, mat = _matrix(r)  # type: ignore[misc]
                     fin.append(float(mat[-1, t.index(task)]))
                 per_task[task] = {
-                    "immediate": imm, "final": fin,
+                    "immediate": imm,
+                    "final": fin,
                     "forgetting": [None if i is None else max(0.0, i - f) for i, f in zip(imm, fin, strict=True)],
                 }
             metric_values = {mid: [run_values(r, mid, "aggregate") for r in recs] for mid in _VALUE}
             comps[comp.id] = {
-                "role": comp.role, "runs": [r.runId for r in recs], "perTask": per_task, "metrics": metric_values,
+                "role": comp.role,
+                "runs": [r.runId for r in recs],
+                "perTask": per_task,
+                "metrics": metric_values,
                 "parameters": sorted({r.budget.parameters for r in recs if r.budget.parameters}),
                 "memory": next((r.metrics.get("memory") for r in recs if r.metrics.get("memory")), None),
                 "trainingSeconds": [r.metrics.get("trainingSeconds") for r in recs],
                 "evaluationPolicy": protocol.evaluation.policy,  # type: ignore[attr-defined]
             }
-        return {"comparisons": comps, "note": "Success is scored on each task's own reward on final-test layouts; "
-                "references (joint, specialists) have other data-access assumptions and are reported apart."}
+        return {
+            "comparisons": comps,
+            "note": "Success is scored on each task's own reward on final-test layouts; "
+            "references (joint, specialists) have other data-access assumptions and are reported apart.",
+        }
 
     def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         comps = summaries.get("comparisons", {})
@@ -109,22 +122,39 @@ class Nav4Analysis(Analysis):
             return ""
         lines = ["## Per-task success (final-test layouts; per run, in seed order)", ""]
         for cid, c in comps.items():
-            lines += [f"**{cid}** ({c['role']}; {len(c['runs'])} runs; {c['evaluationPolicy']} policy)", "",
-                      "| task | immediate (after its own phase) | final (end of stream) | forgetting max(0, immediate - final) |",
-                      "|---|---|---|---|"]
+            lines += [
+                f"**{cid}** ({c['role']}; {len(c['runs'])} runs; {c['evaluationPolicy']} policy)",
+                "",
+                "| task | immediate (after its own phase) | final (end of stream) | forgetting max(0, immediate - "
+                "final) |",
+                "|---|---|---|---|",
+            ]
+
+            def fmt(xs: list[float | None]) -> str:
+                return ", ".join("-" if x is None else f"{x:.2f}" for x in xs)
+
             for task, v in c["perTask"].items():
-                fmt = lambda xs: ", ".join("-" if x is None else f"{x:.2f}" for x in xs)  # noqa: E731
                 lines.append(f"| {task} | {fmt(v['immediate'])} | {fmt(v['final'])} | {fmt(v['forgetting'])} |")
             lines.append("")
         lines += ["Disclosures from the records:", ""]
         for cid, c in comps.items():
             mem = c["memory"]
-            mem_text = "none" if not mem else (f"capacity {mem['capacity']} transitions, {mem['held']} held at the end "
-                                               f"(offered {mem['offered']}); per task index {mem['perTaskIndex']} "
-                                               f"(tasks {mem['tasks']})")
+            mem_text = (
+                "none"
+                if not mem
+                else (
+                    f"capacity {mem['capacity']} transitions, {mem['held']} held at the end "
+                    f"(offered {mem['offered']}); per task index {mem['perTaskIndex']} "
+                    f"(tasks {mem['tasks']})"
+                )
+            )
             secs = [s for s in c["trainingSeconds"] if s is not None]
-            lines.append(f"- {cid}: {c['parameters']} trainable parameters; replay memory {mem_text}; training + "
-                         f"evaluation wall-clock per run {', '.join(f'{s:.0f} s' for s in secs)}.")
-        lines.append("- Tuning effort: hyperparameters as declared in the protocol's comparisons; no search was run "
-                     "beyond the calibration the protocol describes.")
+            lines.append(
+                f"- {cid}: {c['parameters']} trainable parameters; replay memory {mem_text}; training + "
+                f"evaluation wall-clock per run {', '.join(f'{s:.0f} s' for s in secs)}."
+            )
+        lines.append(
+            "- Tuning effort: hyperparameters as declared in the protocol's comparisons; no search was run "
+            "beyond the calibration the protocol describes."
+        )
         return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,11 @@ SEQUENTIAL = {"nav4.sequential": (False, 0.0), "nav4.uniform-replay": (True, 0.0
 
 def _log(line: str) -> None:
     print(line, flush=True)  # the run's log.txt
+
+
+def _constant(value: int) -> Callable[[int], int]:
+    """The task index of every environment in a one-task phase."""
+    return lambda _k: value
 
 
 def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, workdir: Path) -> dict[str, Any]:
@@ -67,17 +73,19 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
 
     if comp.method in SEQUENTIAL:
         replay, cloning = SEQUENTIAL[comp.method]
-        agent = Agent(params, canvas, seed, replay=replay,
-                      cloning=params.behaviourCloningCoef if cloning is None else cloning)  # type: ignore[attr-defined]
+        coef = params.behaviourCloningCoef if cloning is None else cloning
+        agent = Agent(params, canvas, seed, replay=replay, cloning=coef)
         matrix = []
         for i, task in enumerate(tasks):
             vec = VecTasks([task], params.envs, pool, rng, size, limit, min_path, bonus)
             iterations = math.ceil(budget / (params.envs * params.rolloutSteps))
             hook = curve_hook(agent, task, vec, f"{task} (phase {i + 1})", iterations)
-            agent.train(vec, budget, ledger, lambda _k, i=i: i, on_iteration=hook)
+            agent.train(vec, budget, ledger, _constant(i), on_iteration=hook)
             matrix.append([evaluate(agent, t, tests[t], greedy, ledger, **kw) for t in tasks])
-            _log(f"phase {i + 1} ({task}) done after {time.monotonic() - start:.0f} s: test success "
-                 + ", ".join(f"{t} {v:.2f}" for t, v in zip(tasks, matrix[-1], strict=True)))
+            _log(
+                f"phase {i + 1} ({task}) done after {time.monotonic() - start:.0f} s: test success "
+                + ", ".join(f"{t} {v:.2f}" for t, v in zip(tasks, matrix[-1], strict=True))
+            )
         phases = list(tasks)
         models = [agent]
     elif comp.method == "nav4.joint":
@@ -96,7 +104,7 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
             vec = VecTasks([task], params.envs, pool, rng, size, limit, min_path, bonus)
             iterations = math.ceil(budget / (params.envs * params.rolloutSteps))
             hook = curve_hook(agent, task, vec, f"{task} specialist", iterations)
-            agent.train(vec, budget, ledger, lambda _k, i=i: i, on_iteration=hook)
+            agent.train(vec, budget, ledger, _constant(i), on_iteration=hook)
             row.append(evaluate(agent, task, tests[task], greedy, ledger, **kw))
             models.append(agent)
             _log(f"{task} specialist done after {time.monotonic() - start:.0f} s: test success {row[-1]:.2f}")
@@ -117,10 +125,20 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
             **scores,
             "successMatrix": {"tasks": list(tasks), "phases": phases, "values": matrix},
             "curves": curves,
-            "evaluation": {"policy": protocol.evaluation.policy, "episodesPerTask": {t: len(v) for t, v in tests.items()}},
+            "evaluation": {
+                "policy": protocol.evaluation.policy,
+                "episodesPerTask": {t: len(v) for t, v in tests.items()},
+            },
             "model": {"parameters": sum(m.parameters_count() for m in models), "networks": len(models)},
-            "memory": None if memory is None else {"capacity": memory.capacity, "held": len(memory), "offered": memory.seen,
-                                                   "perTaskIndex": memory.contents(), "tasks": list(tasks)},
+            "memory": None
+            if memory is None
+            else {
+                "capacity": memory.capacity,
+                "held": len(memory),
+                "offered": memory.seen,
+                "perTaskIndex": memory.contents(),
+                "tasks": list(tasks),
+            },
             "trainingSeconds": round(time.monotonic() - start, 2),
         },
         "budget": ledger.as_dict() | {"parameters": sum(m.parameters_count() for m in models)},

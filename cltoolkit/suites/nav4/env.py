@@ -44,8 +44,17 @@ __all__ = [
 
 TASKS = ("goal", "key", "hazards", "combined")
 ACTIONS = (0, 1, 2, 3, 5)  # left, right, forward, pickup, toggle
-CHANNELS = ("wall", "door-locked", "door-closed", "door-open", "key", "goal", "lava", "carrying-key",
-            *(f"task-{t}" for t in TASKS))
+CHANNELS = (
+    "wall",
+    "door-locked",
+    "door-closed",
+    "door-open",
+    "key",
+    "goal",
+    "lava",
+    "carrying-key",
+    *(f"task-{t}" for t in TASKS),
+)
 _WALL, _DOOR, _KEY, _GOAL, _LAVA = 2, 4, 5, 8, 9  # MiniGrid object indices
 _DIRS = ((1, 0), (0, 1), (-1, 0), (0, -1))  # MiniGrid headings: right, down, left, up
 _ROT = (1, 2, 3, 0)  # np.rot90 turns that bring each heading to "up"
@@ -54,7 +63,9 @@ _ROT = (1, 2, 3, 0)  # np.rot90 turns that bring each heading to "up"
 class Nav4Env(MiniGridEnv):
     """One nav4 task family; `reset(seed=s)` builds the layout of layout seed `s`."""
 
-    def __init__(self, task: str = "goal", size: int = 9, max_steps: int = 100, min_path: int = 4, **kwargs: Any) -> None:
+    def __init__(
+        self, task: str = "goal", size: int = 9, max_steps: int = 100, min_path: int = 4, **kwargs: Any
+    ) -> None:
         if task not in TASKS:
             raise ValueError(f"unknown nav4 task {task!r} (known: {', '.join(TASKS)})")
         self.task = task
@@ -63,8 +74,12 @@ class Nav4Env(MiniGridEnv):
         self.attempts = 0
         self.solution_length = 0
         super().__init__(
-            mission_space=MissionSpace(mission_func=lambda: f"nav4 {task}"), grid_size=size, max_steps=max_steps,
-            see_through_walls=True, agent_view_size=3, **kwargs,
+            mission_space=MissionSpace(mission_func=lambda: f"nav4 {task}"),
+            grid_size=size,
+            max_steps=max_steps,
+            see_through_walls=True,
+            agent_view_size=3,
+            **kwargs,
         )
         canvas = 2 * size - 3
         self.observation_space = gym.spaces.Box(0, 1, shape=(len(CHANNELS), canvas, canvas), dtype=np.uint8)
@@ -73,7 +88,9 @@ class Nav4Env(MiniGridEnv):
         self._cue[TASKS.index(task)] = 1
 
     # -- layout ----------------------------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(  # type: ignore[override]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         if seed is not None:
             self.layout_seed = int(seed)
         obs, info = super().reset(seed=seed)
@@ -98,7 +115,7 @@ class Nav4Env(MiniGridEnv):
         info["success"] = bool(terminated and fwd is not None and fwd.type == "goal")
         return obs, float(reward), terminated, truncated, info
 
-    def gen_obs(self) -> np.ndarray:  # type: ignore[override]
+    def gen_obs(self) -> np.ndarray:
         """The egocentric full-grid observation (replaces MiniGrid's partial view, which is never computed)."""
         return egocentric_obs(self, self._cue)
 
@@ -135,19 +152,22 @@ def egocentric_obs(env: MiniGridEnv, cue: np.ndarray) -> np.ndarray:
     return out
 
 
-class EgocentricWrapper(gym.ObservationWrapper):  # type: ignore[type-arg]
+class EgocentricWrapper(gym.ObservationWrapper):
     """The nav4 observation for any MiniGrid environment (benchmarks compare environments through it)."""
 
-    def __init__(self, env: gym.Env, task: str = "goal") -> None:  # type: ignore[type-arg]
+    def __init__(self, env: gym.Env, task: str = "goal") -> None:
         super().__init__(env)
         base = env.unwrapped
+        if not isinstance(base, MiniGridEnv):
+            raise TypeError(f"EgocentricWrapper needs a MiniGrid environment, got {type(base).__name__}")
+        self._base = base
         canvas = 2 * max(base.width, base.height) - 3
         self._cue = np.zeros((len(TASKS), canvas, canvas), dtype=np.uint8)
         self._cue[TASKS.index(task)] = 1
         self.observation_space = gym.spaces.Box(0, 1, shape=(len(CHANNELS), canvas, canvas), dtype=np.uint8)
 
     def observation(self, observation: Any) -> np.ndarray:
-        return egocentric_obs(self.env.unwrapped, self._cue)
+        return egocentric_obs(self._base, self._cue)
 
 
 def fingerprint(task: str, encoded: np.ndarray, pos: Any, heading: int) -> str:
@@ -166,7 +186,9 @@ def layout(task: str, seed: int, size: int = 9, min_path: int = 4) -> tuple[str,
     return env.fingerprint, env.solution_length
 
 
-def _free(grid: Grid, width: int, height: int, taken: set[tuple[int, int]], xs: range | None = None) -> list[tuple[int, int]]:
+def _free(
+    grid: Grid, width: int, height: int, taken: set[tuple[int, int]], xs: range | None = None
+) -> list[tuple[int, int]]:
     cols = xs if xs is not None else range(1, width - 1)
     return [(x, y) for x in cols for y in range(1, height - 1) if grid.get(x, y) is None and (x, y) not in taken]
 
@@ -242,7 +264,7 @@ def solution(grid: Grid, pos: tuple[int, int], heading: int) -> list[int] | None
             ds = door_states[door_at]
             new = 0 if ds == 1 or (ds == 2 and carrying) else (1 if ds == 0 else ds)
             if new != ds:
-                moves.append(((x, y, h, carrying, door_states[:door_at] + (new,) + door_states[door_at + 1 :]), 4))
+                moves.append(((x, y, h, carrying, (*door_states[:door_at], new, *door_states[door_at + 1 :])), 4))
         for nxt, action in moves:
             if nxt not in parent:
                 parent[nxt] = (current, action)

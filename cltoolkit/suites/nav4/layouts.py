@@ -90,14 +90,17 @@ def cached_held_out(protocol: Nav4Protocol, folder: Path) -> dict[str, dict[str,
 
     from cltoolkit._io import write_json
 
-    basis = {"splits": protocol.seeds.model_dump(mode="json")["splits"],
-             "environment": protocol.environment.model_dump(mode="json"),
-             "evaluation": protocol.evaluation.model_dump(mode="json"), "version": 1}
+    basis = {
+        "splits": protocol.seeds.model_dump(mode="json")["splits"],
+        "environment": protocol.environment.model_dump(mode="json"),
+        "evaluation": protocol.evaluation.model_dump(mode="json"),
+        "version": 1,
+    }
     key = hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16]
     path = folder / f".nav4-layouts-{key}.json"
     if path.exists():
         return json.loads(path.read_text())  # type: ignore[no-any-return]
-    out = {t.id: held_out_layouts(protocol, t.id) for t in protocol.environment.tasks}
+    out: dict[str, dict[str, Any]] = {t.id: held_out_layouts(protocol, t.id) for t in protocol.environment.tasks}
     folder.mkdir(parents=True, exist_ok=True)
     write_json(path, out)
     return out
@@ -126,12 +129,24 @@ def split_manifest(protocol: Nav4Protocol) -> dict[str, Any]:
         val, test = fingerprints(protocol, task, val_seeds), fingerprints(protocol, task, test_seeds)
         train_set, val_set = set(train), set(val)
         tasks[task] = {
-            "train": {"seeds": f"[{protocol.seeds.splits['train'].start}, {protocol.seeds.splits['train'].stop})",
-                      "layouts": len(train), "distinct": len(train_set), "sha256": _digest(train)},
-            "validation": {"seeds": val_seeds, "fingerprints": val, "sha256": _digest(val),
-                           "skippedAsSeenInTraining": held["validationSkipped"]},
-            "test": {"seeds": test_seeds, "fingerprints": test, "sha256": _digest(test),
-                     "skippedAsSeen": held["testSkipped"]},
+            "train": {
+                "seeds": f"[{protocol.seeds.splits['train'].start}, {protocol.seeds.splits['train'].stop})",
+                "layouts": len(train),
+                "distinct": len(train_set),
+                "sha256": _digest(train),
+            },
+            "validation": {
+                "seeds": val_seeds,
+                "fingerprints": val,
+                "sha256": _digest(val),
+                "skippedAsSeenInTraining": held["validationSkipped"],
+            },
+            "test": {
+                "seeds": test_seeds,
+                "fingerprints": test,
+                "sha256": _digest(test),
+                "skippedAsSeen": held["testSkipped"],
+            },
             "testInTrain": sorted(s for s, f in zip(test_seeds, test, strict=True) if f in train_set),
             "testInValidation": sorted(s for s, f in zip(test_seeds, test, strict=True) if f in val_set),
             "validationInTrain": sorted(s for s, f in zip(val_seeds, val, strict=True) if f in train_set),

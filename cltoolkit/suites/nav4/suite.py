@@ -145,11 +145,13 @@ class Nav4Suite(Suite):
         for task, entry in self._manifest["tasks"].items():
             for key, other in (("testInTrain", "training"), ("testInValidation", "validation")):
                 if entry[key]:
-                    problems.append(Problem(
-                        "/seeds/splits",
-                        f"{task}: final-test layouts of seeds {entry[key][:5]} duplicate {other} layouts "
-                        f"({len(entry[key])} in all); change the seed ranges",
-                    ))
+                    problems.append(
+                        Problem(
+                            "/seeds/splits",
+                            f"{task}: final-test layouts of seeds {entry[key][:5]} duplicate {other} layouts "
+                            f"({len(entry[key])} in all); change the seed ranges",
+                        )
+                    )
         return problems
 
     def split_manifest(self, protocol: ProtocolBase) -> dict[str, object] | None:

@@ -18,6 +18,11 @@ from cltoolkit.suites.sessions.models import SessionsProtocol
 __all__ = ["SessionsAnalysis"]
 
 
+def _json(metrics: dict[str, Any]) -> Any:
+    """A record's metrics as the driver wrote them (nested JSON, read by key)."""
+    return metrics
+
+
 def _metric_values(records: Sequence[RunRecord], metric: str, comparison: str) -> dict[str, float]:
     out = {}
     for rec in records:
@@ -60,19 +65,29 @@ class SessionsAnalysis(Analysis):
                 x = np.array(list(vals.values()))
                 entry: dict[str, Any] = {
                     "values": vals,
-                    "aggregate": stats.aggregate(x, plan.aggregate, higher_is_better=False, tail_fraction=plan.tailFraction),
+                    "aggregate": stats.aggregate(
+                        x, plan.aggregate, higher_is_better=False, tail_fraction=plan.tailFraction
+                    ),
                 }
                 if x.size >= 2:
                     t = stats.t_interval(x, plan.alpha)
                     entry["meanInterval"] = [t.low, t.high]
                 per_method[comp.id] = entry
             row: dict[str, Any] = {
-                "id": es.id, "label": es.label, "heldOutUnit": es.heldOutUnit, "varies": list(es.varies),
-                "estimand": es.estimand, "metric": metric, "perMethod": per_method,
+                "id": es.id,
+                "label": es.label,
+                "heldOutUnit": es.heldOutUnit,
+                "varies": list(es.varies),
+                "estimand": es.estimand,
+                "metric": metric,
+                "perMethod": per_method,
             }
             if manifests:
                 man: list[Any] = manifests
-                row["rows"] = {"test": sorted({m["rows"]["test"] for m in man}), "train": sorted({m["rows"]["train"] for m in man})}
+                row["rows"] = {
+                    "test": sorted({m["rows"]["test"] for m in man}),
+                    "train": sorted({m["rows"]["train"] for m in man}),
+                }
                 row["independentUnits"] = {
                     "test": sorted({m["independentUnits"]["test"] for m in man}),
                     "train": sorted({m["independentUnits"]["train"] for m in man}),
@@ -82,15 +97,31 @@ class SessionsAnalysis(Analysis):
             if pair is not None:
                 row["contrast"] = self._contrast(protocol, records, metric, es.id, *pair)
             sets.append(row)
-        effects = {
-            cohort: np.concatenate([np.asarray(r.metrics["sessionEffects"][cohort]) for r in records if "sessionEffects" in r.metrics])  # type: ignore[index,call-overload]
-            for cohort in ("main", "shifted")
-        } if records else {}
+        effects = (
+            {
+                cohort: np.concatenate(
+                    [
+                        np.asarray(_json(r.metrics)["sessionEffects"][cohort])
+                        for r in records
+                        if "sessionEffects" in r.metrics
+                    ]
+                )
+                for cohort in ("main", "shifted")
+            }
+            if records
+            else {}
+        )
         return {
-            "aggregate": {"name": plan.aggregate, "tailFraction": plan.tailFraction if plan.aggregate == "cvar" else None},
+            "aggregate": {
+                "name": plan.aggregate,
+                "tailFraction": plan.tailFraction if plan.aggregate == "cvar" else None,
+            },
             "evaluationSets": sets,
-            "sessionEffects": {c: {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "n": int(v.size)} for c, v in effects.items()},
-            "note": "Each row is a different estimand; a random transition split measures within-session interpolation, "
+            "sessionEffects": {
+                c: {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "n": int(v.size)} for c, v in effects.items()
+            },
+            "note": "Each row is a different estimand; a random transition split measures within-session "
+            "interpolation, "
             "never transfer to new sessions.",
         }
 
@@ -104,9 +135,11 @@ class SessionsAnalysis(Analysis):
         for rec in records:
             if rec.spec.comparison in (a, b) and isinstance(rec.metrics.get("evaluations"), dict):
                 key = replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)
-                hashes.setdefault(key, set()).add(rec.metrics["evaluations"][set_id]["manifestSha256"])  # type: ignore[index,call-overload]
+                hashes.setdefault(key, set()).add(_json(rec.metrics)["evaluations"][set_id]["manifestSha256"])
         out: dict[str, Any] = {
-            "method": a, "reference": b, "differences": {k: va[k] - vb[k] for k in keys},
+            "method": a,
+            "reference": b,
+            "differences": {k: va[k] - vb[k] for k in keys},
             "identicalRows": all(len(hashes.get(k, ())) == 1 for k in keys),
         }
         d = np.array([va[k] - vb[k] for k in keys])
@@ -114,12 +147,24 @@ class SessionsAnalysis(Analysis):
             plan = protocol.analysis
             t = stats.two_sided_t(d, 0.0, plan.alpha)
             p_perm, exact = stats.sign_flip_p(
-                d, 0.0, exact_up_to=plan.permutation.exactUpTo, draws=plan.permutation.monteCarloDraws,
+                d,
+                0.0,
+                exact_up_to=plan.permutation.exactUpTo,
+                draws=plan.permutation.monteCarloDraws,
                 rng=np.random.default_rng(plan.permutation.seed),
             )
-            out.update({"n": int(d.size), "estimate": t.estimate, "interval": [t.low, t.high], "tP": t.p,
-                        "permutationP": p_perm, "permutationExact": exact, "wilcoxonP": stats.wilcoxon_p(d, 0.0),
-                        "sdDifference": float(d.std(ddof=1))})
+            out.update(
+                {
+                    "n": int(d.size),
+                    "estimate": t.estimate,
+                    "interval": [t.low, t.high],
+                    "tP": t.p,
+                    "permutationP": p_perm,
+                    "permutationExact": exact,
+                    "wilcoxonP": stats.wilcoxon_p(d, 0.0),
+                    "sdDifference": float(d.std(ddof=1)),
+                }
+            )
         return out
 
     def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
@@ -129,32 +174,55 @@ class SessionsAnalysis(Analysis):
         comps = list(sets[0]["perMethod"])
         agg = summaries["aggregate"]["name"]
         lines = [
-            "## Estimands side by side (one row per evaluation set)", "",
+            "## Estimands side by side (one row per evaluation set)",
+            "",
             f"Run-level MAE ({agg} over runs; declared aggregate). Each row measures a different estimand: only the "
-            "held-out unit and the varied factor say what a number generalizes over.", "",
+            "held-out unit and the varied factor say what a number generalizes over.",
+            "",
             "| evaluation set | held-out unit | varies (OOD axis) | estimand | test rows | test units | "
-            + " | ".join(f"{c} MAE" for c in comps) + " | difference [95% t CI] | exact permutation p |",
+            + " | ".join(f"{c} MAE" for c in comps)
+            + " | difference [95% t CI] | exact permutation p |",
             "|---|---|---|---|---|---|" + "---|" * len(comps) + "---|---|",
         ]
         for s in sets:
             c = s.get("contrast", {})
-            diff = (f"{c['method']} - {c['reference']}: {c['estimate']:+.5f} [{c['interval'][0]:+.5f}, {c['interval'][1]:+.5f}]"
-                    if "estimate" in c else "-")
-            pp = f"{c['permutationP']:.4g}" + ("" if c.get("permutationExact") else " (MC)") if "permutationP" in c else "-"
+            diff = (
+                f"{c['method']} - {c['reference']}: {c['estimate']:+.5f} [{c['interval'][0]:+.5f}, "
+                f"{c['interval'][1]:+.5f}]"
+                if "estimate" in c
+                else "-"
+            )
+            pp = (
+                f"{c['permutationP']:.4g}" + ("" if c.get("permutationExact") else " (MC)")
+                if "permutationP" in c
+                else "-"
+            )
             units = s.get("independentUnits", {})
             lines.append(
-                f"| {s['label']} | {s['heldOutUnit']} | {', '.join(s['varies']) or 'none (same population)'} | {s['estimand']} | "
-                f"{'/'.join(map(str, s.get('rows', {}).get('test', [])))} | {'/'.join(map(str, units.get('test', [])))} | "
+                f"| {s['label']} | {s['heldOutUnit']} | {', '.join(s['varies']) or 'none (same population)'} | "
+                f"{s['estimand']} | "
+                f"{'/'.join(map(str, s.get('rows', {}).get('test', [])))} | "
+                f"{'/'.join(map(str, units.get('test', [])))} | "
                 + " | ".join(f"{s['perMethod'][m]['aggregate']:.5f}" if m in s["perMethod"] else "-" for m in comps)
                 + f" | {diff} | {pp} |"
             )
-        lines += ["", "Rows paired within each run: " + ", ".join(
-            f"{s['id']} {'identical' if s.get('contrast', {}).get('identicalRows') else 'NOT identical'}" for s in sets
-        ) + " (split-manifest hashes of both models' runs compared per seed).", ""]
+        lines += [
+            "",
+            "Rows paired within each run: "
+            + ", ".join(
+                f"{s['id']} {'identical' if s.get('contrast', {}).get('identicalRows') else 'NOT identical'}"
+                for s in sets
+            )
+            + " (split-manifest hashes of both models' runs compared per seed).",
+            "",
+        ]
         eff = summaries.get("sessionEffects", {})
         if eff:
-            lines.append("Session constants c_j pooled over runs: " + "; ".join(
-                f"{k} mean {v['mean']:+.4f}, SD {v['sd']:.4f} (n = {v['n']})" for k, v in eff.items()) + ".")
+            lines.append(
+                "Session constants c_j pooled over runs: "
+                + "; ".join(f"{k} mean {v['mean']:+.4f}, SD {v['sd']:.4f} (n = {v['n']})" for k, v in eff.items())
+                + "."
+            )
         lines.append(summaries.get("note", ""))
         return "\n".join(lines) + "\n"
 
@@ -185,8 +253,14 @@ class SessionsAnalysis(Analysis):
                     continue
                 d = list(c["differences"].values())
                 ax.plot(np.full(len(d), i) + np.linspace(-0.1, 0.1, len(d)), d, "o", ms=3, alpha=0.5, color="C0")
-                ax.errorbar([i + 0.25], [c["estimate"]], yerr=[[c["estimate"] - c["interval"][0]], [c["interval"][1] - c["estimate"]]],
-                            fmt="s", color="k", capsize=4)
+                ax.errorbar(
+                    [i + 0.25],
+                    [c["estimate"]],
+                    yerr=[[c["estimate"] - c["interval"][0]], [c["interval"][1] - c["estimate"]]],
+                    fmt="s",
+                    color="k",
+                    capsize=4,
+                )
             ax.axhline(0, color="grey", lw=0.8)
             ax.set_xticks(range(len(sets)), [f"{s['id']}\n({s['heldOutUnit']})" for s in sets], fontsize=7)
             pair = next((s["contrast"] for s in sets if "contrast" in s), None)
@@ -194,12 +268,14 @@ class SessionsAnalysis(Analysis):
             ax.set_title("Paired differences per run and their 95% t intervals", fontsize=9)
             fig.tight_layout()
             figs.append(("Paired differences by estimand", fig))
-        effects = [r.metrics["sessionEffects"] for r in records if isinstance(r.metrics.get("sessionEffects"), dict)]
+        effects: list[Any] = [
+            r.metrics["sessionEffects"] for r in records if isinstance(r.metrics.get("sessionEffects"), dict)
+        ]
         if effects:
             fig, ax = plt.subplots(figsize=(6, 3))
             for cohort in ("main", "shifted"):
-                vals = np.concatenate([np.asarray(e[cohort]) for e in effects])  # type: ignore[index,call-overload]
-                ax.hist(vals, bins=40, alpha=0.5, label=cohort, density=True)
+                hist = np.concatenate([np.asarray(e[cohort]) for e in effects])
+                ax.hist(hist, bins=40, alpha=0.5, label=cohort, density=True)
             ax.set_xlabel("session constant c_j")
             ax.set_title("What moved in the shifted cohort: the c_j population", fontsize=9)
             ax.legend()

@@ -46,8 +46,8 @@ def simulate(protocol: SessionsProtocol, cohort: Cohort, rng: np.random.Generato
     noise = rng.normal(0.0, sys_.noiseSd, size=(n, steps))
     states = np.empty((n, steps + 1))
     states[:, 0] = rng.normal(0.0, sys_.initialStateSd, size=n)
-    for t in range(steps):
-        states[:, t + 1] = sys_.stateCoef * states[:, t] + sys_.actionCoef * actions[:, t] + effects + noise[:, t]
+    for k in range(steps):
+        states[:, k + 1] = sys_.stateCoef * states[:, k] + sys_.actionCoef * actions[:, k] + effects + noise[:, k]
     ts = np.arange(w - 1, steps)
     session = np.repeat(np.arange(n), ts.size)
     t = np.tile(ts, n)

@@ -44,7 +44,7 @@ class Affine(SessionModel):
         self.coef, *_ = np.linalg.lstsq(x, rows.target[train], rcond=None)
 
     def predict(self, rows: Rows, idx: np.ndarray) -> np.ndarray:
-        return self._design(rows, idx) @ self.coef
+        return np.asarray(self._design(rows, idx) @ self.coef)
 
     @staticmethod
     def _design(rows: Rows, idx: np.ndarray) -> np.ndarray:
@@ -83,7 +83,7 @@ class KNearest(SessionModel):
         assert isinstance(self.params, KNearestParams)
         _, nn = self.tree.query(self.scaler.transform(self._features(rows)[idx]), k=self.params.k)
         nn = nn.reshape(idx.size, -1)
-        return self.targets[nn].mean(axis=1)
+        return np.asarray(self.targets[nn].mean(axis=1))
 
     def preprocessing(self) -> list[Standardizer]:
         return [self.scaler]

@@ -48,7 +48,9 @@ class SessionsSuite(Suite):
                 yield Problem(where, f"evaluation set {set_id!r} is not declared in evaluationSets")
                 continue
             if sets[set_id].heldOutUnit != unit:
-                yield Problem(where, f"evaluation set {set_id!r} must hold out {unit!r}, declares {sets[set_id].heldOutUnit!r}")
+                yield Problem(
+                    where, f"evaluation set {set_id!r} must hold out {unit!r}, declares {sets[set_id].heldOutUnit!r}"
+                )
             if set_id not in measured:
                 yield Problem(where, f"no declared metric is measured on evaluation set {set_id!r}")
         if protocol.splits.shiftedSet in sets and not sets[protocol.splits.shiftedSet].varies:
@@ -56,7 +58,9 @@ class SessionsSuite(Suite):
         for i, comp in enumerate(protocol.comparisons):
             window = comp.hyperparameters.get("window")
             if isinstance(window, int) and window > protocol.featureWindow:
-                yield Problem(f"/comparisons/{i}/hyperparameters/window", f"exceeds featureWindow {protocol.featureWindow}")
+                yield Problem(
+                    f"/comparisons/{i}/hyperparameters/window", f"exceeds featureWindow {protocol.featureWindow}"
+                )
 
     def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
         """Simulate fresh cohorts (streams depend on the seed only, so every method sees identical data and rows),
@@ -79,15 +83,21 @@ class SessionsSuite(Suite):
         g_train, g_test, g_manifest = grouped_split(
             main.session.tolist(), protocol.splits.groupedTestSessions, streams[2], unit="session"
         )
-        crossing = check_grouped(main.session.tolist(), g_train, g_test)
+        crossing = check_grouped(main.session.tolist(), g_train.tolist(), g_test.tolist())
         if crossing:
             raise CheckFailed(f"grouped split crosses sessions {', '.join(crossing)}")
         r_train, r_test, r_manifest = random_row_split(
             len(main), protocol.splits.randomTestFraction, streams[3], keys=main.session.tolist()
         )
         s_manifest = SplitManifest(
-            "cohort", "session", g_manifest.train, tuple(f"shifted:{j}" for j in range(protocol.cohort("shifted").sessions)),
-            g_manifest.train_rows, len(shifted), g_manifest.train_units, protocol.cohort("shifted").sessions,
+            "cohort",
+            "session",
+            g_manifest.train,
+            tuple(f"shifted:{j}" for j in range(protocol.cohort("shifted").sessions)),
+            g_manifest.train_rows,
+            len(shifted),
+            g_manifest.train_units,
+            protocol.cohort("shifted").sessions,
         )
         measured = set_metrics(protocol)
         grouped_model = method(params)
@@ -110,10 +120,16 @@ class SessionsSuite(Suite):
             metrics[measured[set_id]] = evaluations[set_id]["mae"]
             queries += int(test.size)
         metrics["evaluations"] = evaluations
-        metrics["sessionEffects"] = {"main": main.effects.round(6).tolist(), "shifted": shifted.effects.round(6).tolist()}
+        metrics["sessionEffects"] = {
+            "main": main.effects.round(6).tolist(),
+            "shifted": shifted.effects.round(6).tolist(),
+        }
         steps = protocol.sessionLength * sum(c.sessions for c in protocol.cohorts)
         return RunOutput(
-            metrics=metrics, budget={"environmentSteps": steps, "modelQueries": queries}, precision="float64", splits=splits
+            metrics=metrics,
+            budget={"environmentSteps": steps, "modelQueries": queries},
+            precision="float64",
+            splits=splits,
         )
 
 

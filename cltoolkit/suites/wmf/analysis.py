@@ -19,8 +19,24 @@ from cltoolkit.suites.wmf.metrics import METRICS
 
 __all__ = ["WmfAnalysis"]
 
-COLUMNS = ("pf", "rd", "encoderDrift", "wmf", "wmfRdShare", "ft", "taskAFitGain", "reconAAfterA", "reconAAfterB",
-           "reconBAfterB", "reconBFromScratch", "nllAAfterA", "nllAAfterB", "nllARandomInit", "dParam", "dTrans")
+COLUMNS = (
+    "pf",
+    "rd",
+    "encoderDrift",
+    "wmf",
+    "wmfRdShare",
+    "ft",
+    "taskAFitGain",
+    "reconAAfterA",
+    "reconAAfterB",
+    "reconBAfterB",
+    "reconBFromScratch",
+    "nllAAfterA",
+    "nllAAfterB",
+    "nllARandomInit",
+    "dParam",
+    "dTrans",
+)
 LEVELS = {"min": 1, "med": 2, "max": 3}
 
 
@@ -44,8 +60,11 @@ def _spearman(x: list[float], y: list[float]) -> dict[str, Any]:
         return {"rho": None, "p": None, "cells": len(pairs)}
     res = spearmanr([p[0] for p in pairs], [p[1] for p in pairs])
     rho = float(res.statistic)
-    return {"rho": rho if np.isfinite(rho) else None, "p": float(res.pvalue) if np.isfinite(res.pvalue) else None,
-            "cells": len(pairs)}
+    return {
+        "rho": rho if np.isfinite(rho) else None,
+        "p": float(res.pvalue) if np.isfinite(res.pvalue) else None,
+        "cells": len(pairs),
+    }
 
 
 class WmfAnalysis(Analysis):
@@ -74,8 +93,10 @@ class WmfAnalysis(Analysis):
         cells: dict[str, Any] = {}
         for cell in protocol.cell_ids():
             cells[cell] = {
-                comp: {key: _spread([v for r in by.get((cell, comp), []) if (v := _value(r, key)) is not None])
-                       for key in COLUMNS}
+                comp: {
+                    key: _spread([v for r in by.get((cell, comp), []) if (v := _value(r, key)) is not None])
+                    for key in COLUMNS
+                }
                 for comp in comps
             }
         pairs = []
@@ -89,16 +110,34 @@ class WmfAnalysis(Analysis):
                 pooled.extend(diffs)
                 if diffs:
                     p, _ = sign_flip_p(np.asarray(diffs))
-                    per_cell[cell] = {"n": len(diffs), "medianDifference": float(np.median(diffs)), "p": p,
-                                      "pFloor": 2.0 / 2 ** len(diffs)}
-            entry: dict[str, Any] = {"method": pair.method, "reference": pair.reference, "metric": pair.metric,
-                                     "perCell": per_cell, "pooled": None}
+                    per_cell[cell] = {
+                        "n": len(diffs),
+                        "medianDifference": float(np.median(diffs)),
+                        "p": p,
+                        "pFloor": 2.0 / 2 ** len(diffs),
+                    }
+            entry: dict[str, Any] = {
+                "method": pair.method,
+                "reference": pair.reference,
+                "metric": pair.metric,
+                "perCell": per_cell,
+                "pooled": None,
+            }
             if pooled:
                 rng = np.random.default_rng(protocol.analysis.permutation.seed)
-                p, exact = sign_flip_p(np.asarray(pooled), exact_up_to=protocol.analysis.permutation.exactUpTo,
-                                       draws=protocol.analysis.permutation.monteCarloDraws, rng=rng)
-                entry["pooled"] = {"n": len(pooled), "medianDifference": float(np.median(pooled)),
-                                   "meanDifference": float(np.mean(pooled)), "p": p, "exact": exact}
+                p, exact = sign_flip_p(
+                    np.asarray(pooled),
+                    exact_up_to=protocol.analysis.permutation.exactUpTo,
+                    draws=protocol.analysis.permutation.monteCarloDraws,
+                    rng=rng,
+                )
+                entry["pooled"] = {
+                    "n": len(pooled),
+                    "medianDifference": float(np.median(pooled)),
+                    "meanDifference": float(np.mean(pooled)),
+                    "p": p,
+                    "exact": exact,
+                }
             pairs.append(entry)
         tested = [e for e in pairs if e["pooled"] is not None]
         if tested:
@@ -110,10 +149,17 @@ class WmfAnalysis(Analysis):
             level = [float(LEVELS[c.split("-", 1)[1]]) for c in protocol.cell_ids()]
             d_trans = [cells[c][comp]["dTrans"]["median"] for c in protocol.cell_ids()]
             difficulty = [cells[c][comp]["reconBFromScratch"]["median"] for c in protocol.cell_ids()]
-            correlations[comp] = {"distanceLevel": _spearman(rd, level), "dTrans": _spearman(rd, d_trans),
-                                  "taskBDifficulty": _spearman(rd, difficulty)}
-        return {"cells": cells, "methodPairs": pairs, "spearmanRd": correlations,
-                "holmFamily": [f"{e['method']} vs {e['reference']} on {e['metric']}" for e in tested]}
+            correlations[comp] = {
+                "distanceLevel": _spearman(rd, level),
+                "dTrans": _spearman(rd, d_trans),
+                "taskBDifficulty": _spearman(rd, difficulty),
+            }
+        return {
+            "cells": cells,
+            "methodPairs": pairs,
+            "spearmanRd": correlations,
+            "holmFamily": [f"{e['method']} vs {e['reference']} on {e['metric']}" for e in tested],
+        }
 
     def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         def fmt(s: dict[str, Any]) -> str:
@@ -121,28 +167,50 @@ class WmfAnalysis(Analysis):
                 return "null"
             return f"{s['median']:.3g} [{s['min']:.3g}, {s['max']:.3g}]"
 
-        lines = ["## Forgetting per cell (median [min, max] over seeds)", "",
-                 "PF and RD are computed in the post-A latent basis and cannot see the encoder; encoder drift "
-                 "(held-out A reconstruction after B / after A) is beside them. WMF = 0.4 PF + 0.4 RD (PIS withdrawn); "
-                 "RD share = |0.4 RD| / (|0.4 PF| + |0.4 RD|).", ""]
-        lines.append("| cell | method | n | PF | RD | encoder drift | WMF | RD share | FT | task-A fit gain | recon A after A |")
+        lines = [
+            "## Forgetting per cell (median [min, max] over seeds)",
+            "",
+            "PF and RD are computed in the post-A latent basis and cannot see the encoder; encoder drift "
+            "(held-out A reconstruction after B / after A) is beside them. WMF = 0.4 PF + 0.4 RD (PIS withdrawn); "
+            "RD share = |0.4 RD| / (|0.4 PF| + |0.4 RD|).",
+            "",
+        ]
+        lines.append(
+            "| cell | method | n | PF | RD | encoder drift | WMF | RD share | FT | task-A fit gain | recon A after A |"
+        )
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for cell, per in summaries.get("cells", {}).items():
             for comp, s in per.items():
-                lines.append(f"| {cell} | {comp} | {s['pf']['n']} | {fmt(s['pf'])} | {fmt(s['rd'])} | {fmt(s['encoderDrift'])} | "
-                             f"{fmt(s['wmf'])} | {fmt(s['wmfRdShare'])} | {fmt(s['ft'])} | {fmt(s['taskAFitGain'])} | "
-                             f"{fmt(s['reconAAfterA'])} |")
-        lines += ["", "## Declared method pairs (exact paired permutation; Holm over the pooled tests)", "",
-                  "| pair | metric | pooled n | median diff | p | p (Holm) | per cell: median diff (p, floor) |",
-                  "|---|---|---|---|---|---|---|"]
+                lines.append(
+                    f"| {cell} | {comp} | {s['pf']['n']} | {fmt(s['pf'])} | {fmt(s['rd'])} | {fmt(s['encoderDrift'])} "
+                    "| "
+                    f"{fmt(s['wmf'])} | {fmt(s['wmfRdShare'])} | {fmt(s['ft'])} | {fmt(s['taskAFitGain'])} | "
+                    f"{fmt(s['reconAAfterA'])} |"
+                )
+        lines += [
+            "",
+            "## Declared method pairs (exact paired permutation; Holm over the pooled tests)",
+            "",
+            "| pair | metric | pooled n | median diff | p | p (Holm) | per cell: median diff (p, floor) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for e in summaries.get("methodPairs", []):
             pooled = e["pooled"] or {}
-            cells = "; ".join(f"{c}: {v['medianDifference']:.3g} ({v['p']:.3g}, {v['pFloor']:.3g})" for c, v in e["perCell"].items())
-            lines.append(f"| {e['method']} - {e['reference']} | {e['metric']} | {pooled.get('n', 0)} | "
-                         f"{pooled.get('medianDifference', float('nan')):.3g} | {pooled.get('p', float('nan')):.3g} | "
-                         f"{pooled.get('pHolm', float('nan')):.3g} | {cells} |")
-        lines += ["", "## Does forgetting follow distance? (Spearman across cells of median RD)", "",
-                  "| method | labelled level | d_trans | task-B difficulty (from-scratch B reconstruction) |", "|---|---|---|---|"]
+            cells = "; ".join(
+                f"{c}: {v['medianDifference']:.3g} ({v['p']:.3g}, {v['pFloor']:.3g})" for c, v in e["perCell"].items()
+            )
+            lines.append(
+                f"| {e['method']} - {e['reference']} | {e['metric']} | {pooled.get('n', 0)} | "
+                f"{pooled.get('medianDifference', float('nan')):.3g} | {pooled.get('p', float('nan')):.3g} | "
+                f"{pooled.get('pHolm', float('nan')):.3g} | {cells} |"
+            )
+        lines += [
+            "",
+            "## Does forgetting follow distance? (Spearman across cells of median RD)",
+            "",
+            "| method | labelled level | d_trans | task-B difficulty (from-scratch B reconstruction) |",
+            "|---|---|---|---|",
+        ]
         for comp, c in summaries.get("spearmanRd", {}).items():
             cols = []
             for k in ("distanceLevel", "dTrans", "taskBDifficulty"):
@@ -162,8 +230,11 @@ class WmfAnalysis(Analysis):
         axes = fig.subplots(1, len(protocol.families), squeeze=False)[0]
         for ax, family in zip(axes, protocol.families, strict=True):
             for i, comp in enumerate(comps):
-                pts = [(_value(r, "encoderDrift"), _value(r, "pf")) for r in records
-                       if r.spec.comparison == comp and (r.spec.cell or "").startswith(f"{family.id}-")]
+                pts = [
+                    (_value(r, "encoderDrift"), _value(r, "pf"))
+                    for r in records
+                    if r.spec.comparison == comp and (r.spec.cell or "").startswith(f"{family.id}-")
+                ]
                 pts = [p for p in pts if p[0] is not None and p[1] is not None]
                 if pts:
                     xs, ys = zip(*pts, strict=True)

@@ -37,15 +37,26 @@ def _physics(task: TaskRef) -> tuple[float | None, float, float]:
     return task.physics.gravity, task.physics.massScale, task.physics.frictionScale
 
 
-def _data(cache: StageCache, protocol: WmfProtocol, renderer: str, task: TaskRef, label: str, split: str, seed: int) -> Episodes:
+def _data(
+    cache: StageCache, protocol: WmfProtocol, renderer: str, task: TaskRef, label: str, split: str, seed: int
+) -> Episodes:
     episodes = protocol.data.trainEpisodes if split == "train" else protocol.data.heldOutEpisodes
-    key = {"stage": "data", "renderer": renderer, "task": task.model_dump(mode="json"), "split": split,
-           "episodes": episodes, "maxSteps": protocol.data.maxEpisodeSteps, "seed": seed}
+    key = {
+        "stage": "data",
+        "renderer": renderer,
+        "task": task.model_dump(mode="json"),
+        "split": split,
+        "episodes": episodes,
+        "maxSteps": protocol.data.maxEpisodeSteps,
+        "seed": seed,
+    }
 
     def compute() -> Episodes:
         env = make_env(renderer, task.env, *_physics(task))
         try:
-            return collect(env, episodes, protocol.data.maxEpisodeSteps, derived_seed(seed, task.env, _physics(task), split))
+            return collect(
+                env, episodes, protocol.data.maxEpisodeSteps, derived_seed(seed, task.env, _physics(task), split)
+            )
         finally:
             env.close()
 
@@ -67,7 +78,9 @@ def _rows(data: Episodes, n: int, seed: int, role: str, skip: np.ndarray | None 
     return rows[np.sort(order[:n])]
 
 
-def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, Any], seed: int, store: Path) -> dict[str, Any]:
+def run_cell(
+    protocol: WmfProtocol, cell: str, method: str, params: dict[str, Any], seed: int, store: Path
+) -> dict[str, Any]:
     """Train and evaluate one (cell, method, seed); returns the record's metrics, budget and reused stages."""
     torch.set_num_threads(protocol.training.torchThreads)
     family, level = protocol.cell(cell)
@@ -83,8 +96,12 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
         raise ValueError(f"{cell}: tasks A and B have different action widths")
     ug = params if method == "ug_mtm" else None
     data_key = {f"{split}-{task}": cache.used[f"data-{split}-{task}"] for task, split in data}
-    model_key = {"model": protocol.model.model_dump(mode="json"), "training": cfg.model_dump(mode="json"),
-                 "data": data_key, "seed": seed}
+    model_key = {
+        "model": protocol.model.model_dump(mode="json"),
+        "training": cfg.model_dump(mode="json"),
+        "data": data_key,
+        "seed": seed,
+    }
     batch = cfg.batch
 
     def phase(arch: str, task: str) -> dict[str, Any]:
@@ -94,11 +111,17 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
         return {"init": init, "state": state(model), "curve": log.curve, "nanSteps": log.nan_steps}
 
     arch_a = "rssm" if method in PLAIN else method
-    stage_a, _ = cache.get(f"phase-A-{arch_a}", {**model_key, "stage": "phase-A", "arch": arch_a, "ug": ug},
-                           lambda: phase(arch_a, "A"))
+    stage_a, _ = cache.get(
+        f"phase-A-{arch_a}", {**model_key, "stage": "phase-A", "arch": arch_a, "ug": ug}, lambda: phase(arch_a, "A")
+    )
     ref_b, _ = cache.get("reference-B-scratch", {**model_key, "stage": "reference-B"}, lambda: phase("rssm", "B"))
-    ref_a = stage_a if method in PLAIN else cache.get(
-        "phase-A-rssm", {**model_key, "stage": "phase-A", "arch": "rssm", "ug": None}, lambda: phase("rssm", "A"))[0]
+    ref_a = (
+        stage_a
+        if method in PLAIN
+        else cache.get(
+            "phase-A-rssm", {**model_key, "stage": "phase-A", "arch": "rssm", "ug": None}, lambda: phase("rssm", "A")
+        )[0]
+    )
 
     def load(arch: str, st: dict[str, Any]) -> RSSM:
         m = _fresh(protocol, arch, width, ug, seed)
@@ -116,8 +139,10 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
     frames_a = _rows(held_a, ev_cfg.reconstructionFrames, seed, "recon-A")
     frames_b = _rows(held_b, ev_cfg.reconstructionFrames, seed, "recon-B")
     if method == "ewc" and len(rows_f) == 0:
-        raise ValueError(f"{cell} seed {seed}: the held-out task-A episodes leave no transitions for EWC's Fisher set "
-                         f"after D_A ({len(rows_d)} transitions); collect more held-out episodes")
+        raise ValueError(
+            f"{cell} seed {seed}: the held-out task-A episodes leave no transitions for EWC's Fisher set "
+            f"after D_A ({len(rows_d)} transitions); collect more held-out episodes"
+        )
     d_a = ev.encode_transitions(m_a, held_a, rows_d)
 
     ewc = None
@@ -175,11 +200,17 @@ def run_cell(protocol: WmfProtocol, cell: str, method: str, params: dict[str, An
         "nanStepsB": log_b.nan_steps,
         "gammaTermEvaluated": gamma is not None,
         "stages": dict(sorted(cache.used.items())),
-        "evaluationSizes": {"transitionsA": len(rows_d), "fisherTransitions": len(rows_f) if method == "ewc" else None,
-                            "framesA": len(frames_a), "framesB": len(frames_b)},
+        "evaluationSizes": {
+            "transitionsA": len(rows_d),
+            "fisherTransitions": len(rows_f) if method == "ewc" else None,
+            "framesA": len(frames_a),
+            "framesB": len(frames_b),
+        },
     }
     if ewc is not None:
-        metrics["ewcFisherEncoderMax"] = max(float(f.abs().max()) for n, f in ewc.fisher.items() if n.startswith("vae."))
+        metrics["ewcFisherEncoderMax"] = max(
+            float(f.abs().max()) for n, f in ewc.fisher.items() if n.startswith("vae.")
+        )
     frames = sum(int(d.lengths.sum() + len(d.lengths)) for d in data.values())
     budget = {"environmentSteps": frames, "frames": frames, "gradientUpdates": 2 * cfg.updatesPerTask}
     return {"metrics": _clean(metrics), "budget": budget, "reused": sorted(cache.reused)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,7 +47,13 @@ def _resize(frame: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(frame, dtype=np.uint8)
     from PIL import Image
 
-    return np.asarray(Image.fromarray(frame).resize((SIZE, SIZE), Image.BILINEAR), dtype=np.uint8)
+    return np.asarray(Image.fromarray(frame).resize((SIZE, SIZE), Image.Resampling.BILINEAR), dtype=np.uint8)
+
+
+def _rendered(env: Any) -> np.ndarray:
+    """A Gymnasium environment's rgb_array frame at 64x64."""
+    frame: np.ndarray = env.render()
+    return _resize(frame)
 
 
 class FrameEnv:
@@ -82,11 +88,11 @@ class MiniGridFrames(FrameEnv):
 
     def reset(self, seed: int) -> np.ndarray:
         self.env.reset(seed=seed)
-        return _resize(self.env.render())
+        return _rendered(self.env)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
         _, _, terminated, truncated, _ = self.env.step(int(action.argmax()))
-        return _resize(self.env.render()), bool(terminated or truncated)
+        return _rendered(self.env), bool(terminated or truncated)
 
     def sample_action(self, rng: np.random.Generator) -> np.ndarray:
         import numpy as np
@@ -117,23 +123,25 @@ class GymFrames(FrameEnv):
         import gymnasium as gym
 
         self.env = gym.make(env_id, render_mode="rgb_array", width=SIZE, height=SIZE, camera_name="track")
-        _physics(self.env.unwrapped.model, gravity, mass, friction)
-        self.width = int(self.env.action_space.shape[0])
-        self.low = self.env.action_space.low
-        self.high = self.env.action_space.high
+        _physics(cast(Any, self.env.unwrapped).model, gravity, mass, friction)  # the MuJoCo model
+        space = self.env.action_space
+        assert isinstance(space, gym.spaces.Box)
+        self.width = int(space.shape[0])
+        self.low, self.high = space.low, space.high
 
     def reset(self, seed: int) -> np.ndarray:
         self.env.reset(seed=seed)
-        return _resize(self.env.render())
+        return _rendered(self.env)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
         _, _, terminated, truncated, _ = self.env.step(action)
-        return _resize(self.env.render()), bool(terminated or truncated)
+        return _rendered(self.env), bool(terminated or truncated)
 
     def sample_action(self, rng: np.random.Generator) -> np.ndarray:
         import numpy as np
 
-        return rng.uniform(self.low, self.high).astype(np.float32)
+        action: np.ndarray = rng.uniform(self.low, self.high).astype(np.float32)
+        return action
 
     def close(self) -> None:
         self.env.close()
@@ -173,14 +181,17 @@ class DmcFrames(FrameEnv):
     def sample_action(self, rng: np.random.Generator) -> np.ndarray:
         import numpy as np
 
-        return rng.uniform(self.low, self.high).astype(np.float32)
+        action: np.ndarray = rng.uniform(self.low, self.high).astype(np.float32)
+        return action
 
     def close(self) -> None:
         if self.env is not None:
             self.env.close()
 
 
-def make_env(renderer: str, env_id: str, gravity: float | None = None, mass: float = 1.0, friction: float = 1.0) -> FrameEnv:
+def make_env(
+    renderer: str, env_id: str, gravity: float | None = None, mass: float = 1.0, friction: float = 1.0
+) -> FrameEnv:
     """The frame environment of one task (EGL rendering for the MuJoCo families, set before their import)."""
     if renderer == "minigrid":
         return MiniGridFrames(env_id)

@@ -116,7 +116,18 @@ class TransitionDistance(WmfMetric):
     higher_is_better: ClassVar[bool] = False
 
 
-METRICS: dict[str, type[WmfMetric]] = {m.id: m for m in (
-    PredictionFidelity, RolloutDivergence, WorldModelForgetting, ForwardTransfer, TaskAFitGain, EncoderDrift,
-    ReconstructionAAfterB, ReconstructionAAfterA, ParameterDistance, TransitionDistance,
-)}
+METRICS: dict[str, type[WmfMetric]] = {
+    m.id: m
+    for m in (
+        PredictionFidelity,
+        RolloutDivergence,
+        WorldModelForgetting,
+        ForwardTransfer,
+        TaskAFitGain,
+        EncoderDrift,
+        ReconstructionAAfterB,
+        ReconstructionAAfterA,
+        ParameterDistance,
+        TransitionDistance,
+    )
+}

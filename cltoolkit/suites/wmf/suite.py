@@ -89,8 +89,13 @@ class UGMTMMethod(Method):
     summary: ClassVar[str] = "uncertainty-gated mixture of transition experts"
 
 
-_METHODS = {"wmf.finetuning": "finetuning", "wmf.replay-infinite": "replay_infinite", "wmf.ewc": "ewc",
-            "wmf.progressive-nets": "progressive_nets", "wmf.ug-mtm": "ug_mtm"}
+_METHODS = {
+    "wmf.finetuning": "finetuning",
+    "wmf.replay-infinite": "replay_infinite",
+    "wmf.ewc": "ewc",
+    "wmf.progressive-nets": "progressive_nets",
+    "wmf.ug-mtm": "ug_mtm",
+}
 
 
 class WmfSuite(Suite):
@@ -143,5 +148,7 @@ class WmfSuite(Suite):
 
         assert isinstance(protocol, WmfProtocol) and spec.cell is not None
         comp = protocol.comparison(spec.comparison)
-        out = run_cell(protocol, spec.cell, _METHODS[comp.method], dict(comp.hyperparameters), spec.seed, workdir.parent)
+        out = run_cell(
+            protocol, spec.cell, _METHODS[comp.method], dict(comp.hyperparameters), spec.seed, workdir.parent
+        )
         return RunOutput(metrics=out["metrics"], budget=out["budget"], reused=out["reused"], precision="float32")

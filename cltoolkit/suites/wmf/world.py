@@ -69,8 +69,15 @@ class ConvVAE(nn.Module):
         super().__init__()
         c1, c2, c3, c4 = channels
         self.encoder = nn.Sequential(
-            nn.Conv2d(3, c1, 4, 2), nn.ReLU(), nn.Conv2d(c1, c2, 4, 2), nn.ReLU(),
-            nn.Conv2d(c2, c3, 4, 2), nn.ReLU(), nn.Conv2d(c3, c4, 4, 2), nn.ReLU(), nn.Flatten(),
+            nn.Conv2d(3, c1, 4, 2),
+            nn.ReLU(),
+            nn.Conv2d(c1, c2, 4, 2),
+            nn.ReLU(),
+            nn.Conv2d(c2, c3, 4, 2),
+            nn.ReLU(),
+            nn.Conv2d(c3, c4, 4, 2),
+            nn.ReLU(),
+            nn.Flatten(),
         )
         feat = c4 * 2 * 2
         self.mu = nn.Linear(feat, latent)
@@ -78,15 +85,22 @@ class ConvVAE(nn.Module):
         self.expand = nn.Linear(latent, feat)
         self.feat = feat
         self.decoder: nn.Sequential = nn.Sequential(
-            PointTransposedConv(feat, c3, 5), nn.ReLU(), nn.ConvTranspose2d(c3, c2, 5, 2), nn.ReLU(),
-            nn.ConvTranspose2d(c2, c1, 6, 2), nn.ReLU(), nn.ConvTranspose2d(c1, 3, 6, 2), nn.Sigmoid(),
+            PointTransposedConv(feat, c3, 5),
+            nn.ReLU(),
+            nn.ConvTranspose2d(c3, c2, 5, 2),
+            nn.ReLU(),
+            nn.ConvTranspose2d(c2, c1, 6, 2),
+            nn.ReLU(),
+            nn.ConvTranspose2d(c1, 3, 6, 2),
+            nn.Sigmoid(),
         )
         self.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         # The point layer's weight stays in the standard layout: it is used as a (cin, cout*k*k) matrix, and in
         # channels-last every step would copy it (and its gradient) and Adam's element-wise kernels would take a
         # strided path (together ~12 ms of a 168 ms wmf-v1 step). Same values, same arithmetic.
-        point = self.decoder[0].weight
-        point.data = point.data.contiguous()
+        point = self.decoder[0]
+        assert isinstance(point, PointTransposedConv)
+        point.weight.data = point.weight.data.contiguous()
 
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """(N, 3, 64, 64) -> posterior mean and log-variance (N, latent). Convolutions run channels-last (NHWC),
@@ -95,7 +109,8 @@ class ConvVAE(nn.Module):
         return self.mu(f), self.logvar(f)
 
     def decode(self, z: Tensor) -> Tensor:
-        return self.decoder(self.expand(z).view(-1, self.feat, 1, 1)).contiguous()
+        out: Tensor = self.decoder(self.expand(z).view(-1, self.feat, 1, 1))
+        return out.contiguous()
 
 
 def recon_error(recon: Tensor, x: Tensor) -> Tensor:
@@ -120,7 +135,8 @@ class RSSM(nn.Module):
 
     def step(self, h: Tensor, z: Tensor, a: Tensor) -> Tensor:
         """One transition: h (N, H), z (N, Z), a (N, A) -> h' (N, H)."""
-        return self.gru(torch.cat([z, a], -1).unsqueeze(1), h.unsqueeze(0))[1].squeeze(0)
+        h_next: Tensor = self.gru(torch.cat([z, a], -1).unsqueeze(1), h.unsqueeze(0))[1]
+        return h_next.squeeze(0)
 
     def sequence(self, z: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
         """Hidden states h_1..h_{L-1} of (N, L-1, .) inputs from h_0 = 0, and an auxiliary loss (0 here)."""
@@ -152,8 +168,8 @@ class RSSM(nn.Module):
         """The same loss, one time step at a time (reference for the batched form; RSSM only)."""
         b, length = obs.shape[:2]
         cell = nn.GRUCell(self.latent + self.action, self.hidden)
-        cell.weight_ih, cell.weight_hh = self.gru.weight_ih_l0, self.gru.weight_hh_l0
-        cell.bias_ih, cell.bias_hh = self.gru.bias_ih_l0, self.gru.bias_hh_l0
+        cell.weight_ih, cell.weight_hh = self.gru.weight_ih_l0, self.gru.weight_hh_l0  # type: ignore[assignment]
+        cell.bias_ih, cell.bias_hh = self.gru.bias_ih_l0, self.gru.bias_hh_l0  # type: ignore[assignment]
         h = obs.new_zeros(b, self.hidden)
         recon_sum = obs.new_zeros(())
         kl_sum = obs.new_zeros(())
@@ -240,8 +256,19 @@ class UGMTM(RSSM):
     active: Tensor
 
     def __init__(
-        self, latent: int, hidden: int, action: int, channels: tuple[int, int, int, int], beta: float, *,
-        experts: int, dropout: float, mc_passes: int, mc_passes_eval: int, window: int, gate_lambda: float,
+        self,
+        latent: int,
+        hidden: int,
+        action: int,
+        channels: tuple[int, int, int, int],
+        beta: float,
+        *,
+        experts: int,
+        dropout: float,
+        mc_passes: int,
+        mc_passes_eval: int,
+        window: int,
+        gate_lambda: float,
     ) -> None:
         super().__init__(latent, hidden, action, channels, beta)
         del self.gru
@@ -319,12 +346,16 @@ def build(model: dict[str, Any], method: str, action: int, ug: dict[str, Any] | 
     """The world model of a method from the protocol's model section."""
     args = (model["latent"], model["hidden"], action, tuple(model["channels"]), model["beta"])
     if method == "progressive_nets":
-        return ProgressiveRSSM(*args)  # type: ignore[arg-type]
+        return ProgressiveRSSM(*args)
     if method == "ug_mtm":
         assert ug is not None
         return UGMTM(
-            *args,  # type: ignore[arg-type]
-            experts=ug["experts"], dropout=ug["dropout"], mc_passes=ug["mcPasses"], mc_passes_eval=ug["mcPassesEval"],
-            window=ug["thresholdWindow"], gate_lambda=ug["gateLambda"],
+            *args,
+            experts=ug["experts"],
+            dropout=ug["dropout"],
+            mc_passes=ug["mcPasses"],
+            mc_passes_eval=ug["mcPassesEval"],
+            window=ug["thresholdWindow"],
+            gate_lambda=ug["gateLambda"],
         )
-    return RSSM(*args)  # type: ignore[arg-type]
+    return RSSM(*args)
