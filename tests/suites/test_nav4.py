@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 
 import gymnasium as gym
 
-from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, TASKS, Nav4Env, fingerprint, solution
+from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, TASKS, Nav4Env, fingerprint, grid_planes, solution
 from tests.conftest import REPO, read, write
 
 
@@ -55,6 +55,25 @@ def test_observation_is_egocentric_full_grid_with_task_cue() -> None:
             assert not any(ahead.values())
         obs, *_ = env.step(int(np.random.default_rng(_).integers(2)))  # turn
     assert obs[CHANNELS.index("key")].sum() == 1 and obs[CHANNELS.index("goal")].sum() == 1
+
+
+@pytest.mark.parametrize("env_id", [*(f"clt/Nav4-{t}-v0" for t in TASKS), "MiniGrid-DoorKey-8x8-v0"])
+def test_grid_planes_equal_minigrid_encoding(env_id: str) -> None:
+    """The observation reads the grid without MiniGrid's encode: same object types and door states, cell by cell,
+    through random episodes (keys picked up, doors opened, lava entered)."""
+    import minigrid  # noqa: F401 - registers MiniGrid's environments
+
+    env = gym.make(env_id).unwrapped
+    rng = np.random.default_rng(0)
+    for episode in range(15):
+        env.reset(seed=episode)
+        for _ in range(40):
+            enc = env.grid.encode()
+            types, states = grid_planes(env.grid)
+            assert np.array_equal(types, enc[:, :, 0].T) and np.array_equal(states, enc[:, :, 2].T)
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                break
 
 
 def test_registered_with_gymnasium() -> None:

@@ -23,9 +23,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from minigrid.core.constants import OBJECT_TO_IDX
 from minigrid.core.grid import Grid
 from minigrid.core.mission import MissionSpace
-from minigrid.core.world_object import Door, Goal, Key, Lava
+from minigrid.core.world_object import Door, Goal, Key, Lava, WorldObj
 from minigrid.minigrid_env import MiniGridEnv
 
 __all__ = [
@@ -55,7 +56,7 @@ CHANNELS = (
     "carrying-key",
     *(f"task-{t}" for t in TASKS),
 )
-_WALL, _DOOR, _KEY, _GOAL, _LAVA = 2, 4, 5, 8, 9  # MiniGrid object indices
+_EMPTY, _WALL, _DOOR, _KEY, _GOAL, _LAVA = 1, 2, 4, 5, 8, 9  # MiniGrid object indices
 _DIRS = ((1, 0), (0, 1), (-1, 0), (0, -1))  # MiniGrid headings: right, down, left, up
 _ROT = (1, 2, 3, 0)  # np.rot90 turns that bring each heading to "up"
 
@@ -124,18 +125,41 @@ class Nav4Env(MiniGridEnv):
         return fingerprint(self.task, self.grid.encode(), self.agent_pos, self.agent_dir)
 
 
+def grid_planes(grid: Grid) -> tuple[np.ndarray, np.ndarray]:
+    """The object-type and state planes of a MiniGrid grid, indexed [y, x]: the values of `grid.encode()[:, :, 0].T`
+    and `[:, :, 2].T`, read from the cell list directly (MiniGrid's encode calls `get` and writes numpy per cell, and
+    took a fifth of nav4's training time). Only objects that override `encode` (doors) carry a state."""
+    types: list[int] = []
+    states: list[tuple[int, int]] = []
+    for k, cell in enumerate(grid.grid):
+        if cell is None:
+            types.append(_EMPTY)
+        elif type(cell).encode is WorldObj.encode:
+            types.append(OBJECT_TO_IDX[cell.type])
+        else:
+            code = cell.encode()
+            types.append(code[0])
+            if code[2]:
+                states.append((k, code[2]))
+    obj = np.array(types, dtype=np.uint8)
+    state = np.zeros(obj.size, dtype=np.uint8)
+    for k, value in states:
+        state[k] = value
+    return obj.reshape(grid.height, grid.width), state.reshape(grid.height, grid.width)
+
+
 def egocentric_obs(env: MiniGridEnv, cue: np.ndarray) -> np.ndarray:
     """The full grid of any MiniGrid environment re-centred on the agent and rotated to its heading, on a wall-padded
     (2 * size - 3)^2 canvas, as the nav4 channels (`cue`: the task-cue planes, shape (4, canvas, canvas))."""
-    enc = env.grid.encode()  # (W, H, 3): object, colour, state
+    types, states = grid_planes(env.grid)
     size = max(env.width, env.height)
     canvas = 2 * size - 3
     x, y = env.agent_pos
     obj = np.full((canvas, canvas), _WALL, dtype=np.uint8)
     state = np.zeros((canvas, canvas), dtype=np.uint8)
     ox, oy = size - 2 - x, size - 2 - y
-    obj[oy : oy + env.height, ox : ox + env.width] = enc[:, :, 0].T
-    state[oy : oy + env.height, ox : ox + env.width] = enc[:, :, 2].T
+    obj[oy : oy + env.height, ox : ox + env.width] = types
+    state[oy : oy + env.height, ox : ox + env.width] = states
     k = _ROT[env.agent_dir]
     obj, state = np.rot90(obj, k), np.rot90(state, k)
     door = obj == _DOOR
