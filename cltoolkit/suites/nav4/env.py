@@ -37,6 +37,7 @@ __all__ = [
     "Nav4Env",
     "egocentric_obs",
     "fingerprint",
+    "grid_planes",
     "layout",
     "register_envs",
     "shortest_solution",
