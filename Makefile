@@ -16,7 +16,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: lint
 	$(BIN)/clt protocol verify
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m pytest -q -m dist
