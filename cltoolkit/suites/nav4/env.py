@@ -131,22 +131,18 @@ def grid_planes(grid: Grid) -> tuple[np.ndarray, np.ndarray]:
     and `[:, :, 2].T`, read from the cell list directly (MiniGrid's encode calls `get` and writes numpy per cell, and
     took a fifth of nav4's training time). Only objects that override `encode` (doors) carry a state."""
     types: list[int] = []
-    states: list[tuple[int, int]] = []
-    for k, cell in enumerate(grid.grid):
+    states: list[int] = []
+    for cell in grid.grid:
         if cell is None:
-            types.append(_EMPTY)
+            code = (_EMPTY, 0, 0)
         elif type(cell).encode is WorldObj.encode:
-            types.append(OBJECT_TO_IDX[cell.type])
+            code = (OBJECT_TO_IDX[cell.type], 0, 0)
         else:
             code = cell.encode()
-            types.append(code[0])
-            if code[2]:
-                states.append((k, code[2]))
-    obj = np.array(types, dtype=np.uint8)
-    state = np.zeros(obj.size, dtype=np.uint8)
-    for k, value in states:
-        state[k] = value
-    return obj.reshape(grid.height, grid.width), state.reshape(grid.height, grid.width)
+        types.append(code[0])
+        states.append(code[2])
+    shape = (grid.height, grid.width)
+    return np.array(types, dtype=np.uint8).reshape(shape), np.array(states, dtype=np.uint8).reshape(shape)
 
 
 def egocentric_obs(env: MiniGridEnv, cue: np.ndarray) -> np.ndarray:
