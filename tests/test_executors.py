@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -235,3 +236,35 @@ def test_sigterm_stops_the_grid_like_ctrl_c(toy, cli) -> None:  # type: ignore[n
     assert driver.returncode != 0 and "Traceback" not in output
     states = _states(toy)
     assert "interrupted" in {s[0] for s in states.values()} and "completed" in {s[0] for s in states.values()}
+
+
+def _workers_alive(project: Project) -> list[int]:
+    """Worker processes of this project's runs still alive (their command line names a job in the run folder)."""
+    alive = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "cltoolkit.run.worker" in cmdline and str(project.runs_dir) in cmdline:
+            alive.append(int(proc.name))
+    return alive
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_driver_alone_stops_running_workers_at_once(toy, sig) -> None:  # type: ignore[no-untyped-def]
+    """`kill -INT` / `kill -TERM` of the driver (not of its process group, as a terminal's Ctrl-C would be): the
+    running workers are killed, not waited for, and their runs are recorded as interrupted."""
+    _protocol(toy, {"a": {"sleepSeconds": 120.0}}, seeds=3)
+    driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while len(_workers_alive(toy)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_workers_alive(toy)) == 2
+    start = time.monotonic()
+    driver.send_signal(sig)
+    output, _ = driver.communicate(timeout=60)
+    assert time.monotonic() - start < 20, "the driver waited for its running workers"
+    assert driver.returncode != 0 and "Traceback" not in output
+    assert _workers_alive(toy) == []
+    assert {s[0] for s in _states(toy).values()} == {"interrupted"}

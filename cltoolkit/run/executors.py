@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -54,17 +55,47 @@ def output_from(data: dict[str, Any]) -> RunOutput:
     )
 
 
-def _attempt(spec: RunSpec, job_file: Path, timeout_s: float | None) -> tuple[str, str, RunOutput | None, int | None]:
+class _Stopped(Exception):
+    """The driver is stopping: no new worker process is started."""
+
+
+class _Children:
+    """The worker processes alive now. Stopping the driver (Ctrl-C, SIGTERM, `kill -INT`) kills them at once:
+    otherwise the thread pool would wait for every running run to finish before the driver could exit, and the
+    finished work would still be recorded as interrupted."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._stopping = False
+
+    def start(self, args: list[str], log: Any) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._stopping:
+                raise _Stopped
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self._procs.add(proc)
+            return proc
+
+    def finished(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self._stopping = True
+            for proc in self._procs:
+                proc.kill()
+
+
+def _attempt(
+    spec: RunSpec, job_file: Path, timeout_s: float | None, children: _Children
+) -> tuple[str, str, RunOutput | None, int | None]:
     assert spec.run_dir is not None
     out = spec.run_dir / f"output-{uuid.uuid4().hex[:12]}.json"  # this attempt's own file: no stale output is read
     (spec.run_dir / "error.json").unlink(missing_ok=True)
     with open(spec.run_dir / "log.txt", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cltoolkit.run.worker", str(job_file), out.name],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = children.start([sys.executable, "-m", "cltoolkit.run.worker", str(job_file), out.name], log)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -75,6 +106,8 @@ def _attempt(spec: RunSpec, job_file: Path, timeout_s: float | None) -> tuple[st
             proc.kill()
             proc.wait()
             raise
+        finally:
+            children.finished(proc)
     if code == 0 and out.exists():
         data = json.loads(out.read_text())
         out.unlink()
@@ -92,7 +125,11 @@ class LocalExecutor(Executor):
     name: ClassVar[str] = "local"
 
     def _run(
-        self, spec: RunSpec, timeout_s: float | None, on_start: Callable[[RunSpec], None] | None
+        self,
+        spec: RunSpec,
+        timeout_s: float | None,
+        on_start: Callable[[RunSpec], None] | None,
+        children: _Children,
     ) -> ExecutionResult:
         assert spec.run_dir is not None
         if on_start is not None:
@@ -104,7 +141,7 @@ class LocalExecutor(Executor):
         attempts = 0
         while True:
             attempts += 1
-            state, reason, output, threads = _attempt(spec, job_file, timeout_s or spec.timeout_s)
+            state, reason, output, threads = _attempt(spec, job_file, timeout_s or spec.timeout_s, children)
             if state != "crashed" or attempts >= spec.max_attempts:
                 break
         return ExecutionResult(spec, state, reason, attempts, time.monotonic() - start, output, threads)
@@ -117,12 +154,14 @@ class LocalExecutor(Executor):
         timeout_s: float | None,
         on_start: Callable[[RunSpec], None] | None = None,
     ) -> Iterator[ExecutionResult]:
+        children = _Children()
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(self._run, spec, timeout_s, on_start) for spec in jobs]
+            futures = [pool.submit(self._run, spec, timeout_s, on_start, children) for spec in jobs]
             try:
                 for future in as_completed(futures):
                     yield future.result()
-            except BaseException:
+            except BaseException:  # Ctrl-C / SIGTERM in the driver, or the consumer stopped: stop now
                 for f in futures:
                     f.cancel()
+                children.stop_all()
                 raise

@@ -139,42 +139,49 @@ class RayExecutor(Executor):
         task = ray.remote(_ray_task)
         queue = list(jobs)
         pending: dict[Any, tuple[RunSpec, float]] = {}
-        while queue or pending:
-            while queue and len(pending) < max(1, workers):
-                spec = queue.pop(0)
-                options: dict[str, Any] = {
-                    "num_cpus": spec.cpus,
-                    "num_gpus": spec.gpus,
-                    "max_retries": max(0, spec.max_attempts - 1),
-                    "retry_exceptions": False,
-                }
-                if spec.memory_mb:
-                    options["memory"] = spec.memory_mb * 2**20
-                ref = task.options(**options).remote(job_payload(spec, self.components))
-                pending[ref] = (spec, time.monotonic())
-                if on_start is not None:
-                    on_start(spec)
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
-            now = time.monotonic()
-            for ref in ready:
-                spec, began = pending.pop(ref)
-                try:
-                    data = ray.get(ref)
-                except TaskCancelledError:
-                    yield self._result(spec, "timeout", f"exceeded the {self._limit(spec, timeout_s):g} s limit", began)
-                    continue
-                except (RayError, GetTimeoutError) as exc:
-                    last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
-                    yield self._result(spec, "crashed", f"process died ({type(exc).__name__}): {last[:200]}", began)
-                    continue
-                if data.pop("state") == "completed":
-                    yield self._result(spec, "completed", "", began, output_from(data), data.get("torchThreads"))
-                else:
-                    yield self._result(spec, "failed", data["reason"], began)
-            for ref, (spec, began) in list(pending.items()):
-                limit = self._limit(spec, timeout_s)
-                if limit and now - began > limit:
-                    ray.cancel(ref, force=True)  # the task is not retried after a cancel
+        try:
+            while queue or pending:
+                while queue and len(pending) < max(1, workers):
+                    spec = queue.pop(0)
+                    options: dict[str, Any] = {
+                        "num_cpus": spec.cpus,
+                        "num_gpus": spec.gpus,
+                        "max_retries": max(0, spec.max_attempts - 1),
+                        "retry_exceptions": False,
+                    }
+                    if spec.memory_mb:
+                        options["memory"] = spec.memory_mb * 2**20
+                    ref = task.options(**options).remote(job_payload(spec, self.components))
+                    pending[ref] = (spec, time.monotonic())
+                    if on_start is not None:
+                        on_start(spec)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+                now = time.monotonic()
+                for ref in ready:
+                    spec, began = pending.pop(ref)
+                    try:
+                        data = ray.get(ref)
+                    except TaskCancelledError:
+                        yield self._result(
+                            spec, "timeout", f"exceeded the {self._limit(spec, timeout_s):g} s limit", began
+                        )
+                        continue
+                    except (RayError, GetTimeoutError) as exc:
+                        last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+                        yield self._result(spec, "crashed", f"process died ({type(exc).__name__}): {last[:200]}", began)
+                        continue
+                    if data.pop("state") == "completed":
+                        yield self._result(spec, "completed", "", began, output_from(data), data.get("torchThreads"))
+                    else:
+                        yield self._result(spec, "failed", data["reason"], began)
+                for ref, (spec, began) in list(pending.items()):
+                    limit = self._limit(spec, timeout_s)
+                    if limit and now - began > limit:
+                        ray.cancel(ref, force=True)  # the task is not retried after a cancel
+        except BaseException:  # Ctrl-C / SIGTERM in the driver: cancel what is still running on the cluster
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
 
     @staticmethod
     def _limit(spec: RunSpec, timeout_s: float | None) -> float | None:
