@@ -226,6 +226,32 @@ def test_two_runs_of_a_grid_give_identical_records_but_timing(project, cli) -> N
     assert gate["decision"] == "not-evaluable" and "needs at least 2 replicates" in gate["wording"]  # one seed
     report = (project.root / "reports" / "wmf-lite-v1" / "report.md").read_text()
     assert "Forgetting per cell" in report and "| minigrid-min | ewc | 1 |" in report
+    sizes = results["summaries"]["evaluationSizes"]
+    assert sizes["recorded"] == 3 and sizes["notRecorded"] == []
+    assert "## Realized evaluation-set sizes" in report
+
+
+def test_evaluation_sizes_list_every_shortfall_by_run() -> None:
+    from types import SimpleNamespace
+
+    from cltoolkit.suites.wmf.analysis import _evaluation_sizes
+
+    protocol = SimpleNamespace(
+        evaluation=SimpleNamespace(transitions=100, fisherTransitions=50, reconstructionFrames=200)
+    )
+    full = {"transitionsA": 100, "fisherTransitions": None, "framesA": 200, "framesB": 200}
+    short = {"transitionsA": 100, "fisherTransitions": 45, "framesA": 145, "framesB": 200}
+    records = [
+        SimpleNamespace(runId="finetuning-x-s0", metrics={"evaluationSizes": full}),
+        SimpleNamespace(runId="ewc-x-s2", metrics={"evaluationSizes": short}),
+        SimpleNamespace(runId="ewc-x-s1", metrics={}),
+    ]
+    out = _evaluation_sizes(protocol, records)  # type: ignore[arg-type]
+    assert out["recorded"] == 2 and out["notRecorded"] == ["ewc-x-s1"]
+    assert out["shortfalls"] == [
+        {"run": "ewc-x-s2", "set": "fisherTransitions", "realized": 45, "declared": 50},
+        {"run": "ewc-x-s2", "set": "framesA", "realized": 145, "declared": 200},
+    ]
 
 
 def test_suite_check_names_bad_pairs_and_physics() -> None:

@@ -67,6 +67,36 @@ def _spearman(x: list[float], y: list[float]) -> dict[str, Any]:
     }
 
 
+def _evaluation_sizes(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
+    """Realized evaluation-set sizes against the declared ones. A set is drawn from the held-out episodes and is
+    smaller than declared when they hold fewer transitions (MiniGrid episodes end at the environment's own step
+    limit); every shortfall is listed by run. Records made before the sizes were recorded are counted apart."""
+    ev = protocol.evaluation
+    declared = {
+        "transitionsA": ev.transitions,
+        "fisherTransitions": ev.fisherTransitions,
+        "framesA": ev.reconstructionFrames,
+        "framesB": ev.reconstructionFrames,
+    }
+    shortfalls: list[dict[str, Any]] = []
+    unrecorded: list[str] = []
+    for rec in sorted(records, key=lambda r: r.runId):
+        sizes = rec.metrics.get("evaluationSizes")
+        if not isinstance(sizes, dict):
+            unrecorded.append(rec.runId)
+            continue
+        for key, want in declared.items():
+            got = sizes.get(key)
+            if isinstance(got, int) and got < want:
+                shortfalls.append({"run": rec.runId, "set": key, "realized": got, "declared": want})
+    return {
+        "declared": declared,
+        "recorded": len(records) - len(unrecorded),
+        "notRecorded": unrecorded,
+        "shortfalls": shortfalls,
+    }
+
+
 class WmfAnalysis(Analysis):
     def replicates(
         self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
@@ -159,6 +189,7 @@ class WmfAnalysis(Analysis):
             "methodPairs": pairs,
             "spearmanRd": correlations,
             "holmFamily": [f"{e['method']} vs {e['reference']} on {e['metric']}" for e in tested],
+            "evaluationSizes": _evaluation_sizes(protocol, records),
         }
 
     def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
@@ -217,6 +248,25 @@ class WmfAnalysis(Analysis):
                 rho = c[k]["rho"]
                 cols.append("null" if rho is None else f"{rho:.2f} (p {c[k]['p']:.2g}, {c[k]['cells']} cells)")
             lines.append(f"| {comp} | " + " | ".join(cols) + " |")
+        sizes = summaries.get("evaluationSizes")
+        if sizes:
+            declared = ", ".join(f"{k} {v}" for k, v in sizes["declared"].items())
+            lines += ["", "## Realized evaluation-set sizes", "", f"Declared: {declared}."]
+            if sizes["notRecorded"]:
+                lines.append(f"{len(sizes['notRecorded'])} records do not record their sizes.")
+            if sizes["shortfalls"]:
+                lines += [
+                    f"Sets smaller than declared ({len(sizes['shortfalls'])}; the held-out episodes hold fewer "
+                    "transitions):",
+                    "",
+                    "| run | set | realized | declared |",
+                    "|---|---|---|---|",
+                ]
+                lines += [
+                    f"| {e['run']} | {e['set']} | {e['realized']} | {e['declared']} |" for e in sizes["shortfalls"]
+                ]
+            else:
+                lines.append(f"Every one of the {sizes['recorded']} records that record them has the declared sizes.")
         return "\n".join(lines) + "\n"
 
     def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
