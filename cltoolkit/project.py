@@ -46,6 +46,10 @@ class Project:
     def reports_dir(self) -> Path:
         return self.root / "reports"
 
+    def stage_reports_dir(self, protocol_id: str, stage: str) -> Path:
+        """One reported stage's report and results block, kept when a later stage is reported."""
+        return self.reports_dir / protocol_id / stage
+
     def protocol_path(self, protocol_id: str) -> Path:
         parse_id(protocol_id)
         return self.protocols_dir / f"{protocol_id}.json"

@@ -346,5 +346,9 @@ def report_protocol(
     if protocol_hash(document) != protocol_hash(loaded.document):
         raise Refusal("internal check: writing results would change the hashed content; nothing was written")
     if not dry_run:
+        atomic_write_text(
+            project.stage_reports_dir(loaded.id, results.stage) / "results.json",
+            dump_json(document["results"], sort_keys=False, row_lists=("perRun",)),
+        )
         atomic_write_text(loaded.path, dump_json(document, sort_keys=False, row_lists=("perRun",)))
     return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)

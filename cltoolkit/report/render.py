@@ -365,11 +365,11 @@ def _md_to_html(md: str) -> str:
 def write_reports(
     project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
 ) -> list[Path]:
-    folder = project.reports_dir / loaded.id
+    """`reports/<id>/report.{md,html}` (the stage reported last, beside the protocol's results block) and the same
+    pair under `reports/<id>/<stage>/`, so that reporting a later stage (validation after preliminary) never erases
+    an earlier stage's report; `clt report` adds that stage's results block there as `results.json`."""
     md = markdown_report(loaded, results, records)
     figs = [(title, _png(fig)) for title, fig in _figures(loaded, results, records)]
-    md_path, html_path = folder / "report.md", folder / "report.html"
-    atomic_write_text(md_path, md)
     body = _md_to_html(md) + "".join(
         f'<h3>{html.escape(t)}</h3><img alt="{html.escape(t)}" src="data:image/png;base64,{data}">' for t, data in figs
     )
@@ -377,9 +377,14 @@ def write_reports(
         "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}"
     )
-    atomic_write_text(
-        html_path,
+    page = (
         "<!doctype html><html><head><meta "
-        f"charset='utf-8'><title>{loaded.id}</title><style>{style}</style></head><body>{body}</body></html>\n",
+        f"charset='utf-8'><title>{loaded.id}</title><style>{style}</style></head><body>{body}</body></html>\n"
     )
-    return [md_path, html_path]
+    written = []
+    for folder in (project.reports_dir / loaded.id, project.stage_reports_dir(loaded.id, results.stage)):
+        md_path, html_path = folder / "report.md", folder / "report.html"
+        atomic_write_text(md_path, md)
+        atomic_write_text(html_path, page)
+        written += [md_path, html_path]
+    return written

@@ -350,3 +350,20 @@ def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -
     )
     assert gates["explore-pass"]["interval"][1] < 0  # marginal upper bound of a lower-is-better claim
     assert gates["conf"]["pAdjusted"] == pytest.approx(gates["conf"]["pValue"])  # a family of one
+
+
+def test_reporting_a_later_stage_keeps_the_earlier_stage_report(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    doc = toy_protocol()
+    doc["seeds"]["stages"] = [{"id": "preliminary", "seeds": [0, 1, 2]}, {"id": "validation", "seeds": [0, 1, 2, 3, 4]}]
+    _setup(toy, doc)
+    for stage in ("preliminary", "validation"):
+        assert cli("run", "-p", "toy-v1", "--stage", stage).exit_code == 0
+        assert cli("report", "-p", "toy-v1", "--stage", stage).exit_code == 0
+    folder = toy.reports_dir / "toy-v1"
+    kept = read(folder / "preliminary" / "results.json")
+    latest = read(folder / "validation" / "results.json")
+    assert kept["stage"] == "preliminary" and kept["runs"]["planned"] == 6
+    assert latest == read(toy.protocol_path("toy-v1"))["results"] and latest["runs"]["planned"] == 10
+    assert (folder / "preliminary" / "report.md").read_text() != (folder / "report.md").read_text()
+    assert (folder / "validation" / "report.md").read_text() == (folder / "report.md").read_text()
+    assert "reports/toy-v1/validation/report.html" in latest["reports"]
