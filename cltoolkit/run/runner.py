@@ -220,17 +220,21 @@ def run_protocol(
         )
         for p in todo
     ]
-    for spec in specs:  # a stale record of an unfinished run is removed before it is redone
-        assert spec.run_dir is not None
-        (spec.run_dir / "record.json").unlink(missing_ok=True)
     runner = regs.executor.get(executor)(
         project.components_file if project.components_file.is_file() else None, **(executor_options or {})
     )
     started = {s.run_id: datetime.datetime.now(datetime.UTC) for s in specs}
     done: set[str] = set()
 
+    begun: set[str] = set()
+
     def begin(spec: RunSpec) -> None:
+        # a stale record of an unfinished run (failed, interrupted...) is removed when the run is redone, not
+        # before: stopping the grid earlier leaves it in place
+        assert spec.run_dir is not None
+        (spec.run_dir / "record.json").unlink(missing_ok=True)
         started[spec.run_id] = datetime.datetime.now(datetime.UTC)
+        begun.add(spec.run_id)
         if on_start is not None:
             on_start(spec)
 
@@ -244,8 +248,8 @@ def run_protocol(
             if on_result:
                 on_result(result, len(summary.results), len(specs))
     except KeyboardInterrupt:
-        for spec in specs:
-            if spec.run_id not in done:
+        for spec in specs:  # runs that never started stay as they were (missing, or their earlier record)
+            if spec.run_id in begun and spec.run_id not in done:
                 interrupted = ExecutionResult(replace(spec), "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
                 store.write(_record(spec, interrupted, started[spec.run_id], project))
         raise
