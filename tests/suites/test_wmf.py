@@ -228,7 +228,7 @@ def test_two_runs_of_a_grid_give_identical_records_but_timing(project, cli) -> N
     assert "Forgetting per cell" in report and "| minigrid-min | ewc | 1 |" in report
     sizes = results["summaries"]["evaluationSizes"]
     assert sizes["recorded"] == 3 and sizes["notRecorded"] == []
-    assert "## Realized evaluation-set sizes" in report
+    assert "## Realized evaluation-set sizes" in report and "## Fixed in code, not protocol fields" in report
 
 
 def test_evaluation_sizes_list_every_shortfall_by_run() -> None:

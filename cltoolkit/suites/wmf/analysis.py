@@ -38,6 +38,15 @@ COLUMNS = (
     "dTrans",
 )
 LEVELS = {"min": 1, "med": 2, "max": 3}
+FIXED_IN_CODE = (
+    "ConvVAE: encoder kernels 4 (stride 2), decoder kernels 5, 5, 6, 6 (stride 2; World Models' decoder), ReLU, "
+    "sigmoid output; squared error summed over pixels",
+    "Adam betas (0.9, 0.999), eps 1e-8; no gradient clipping",
+    "UG-MTM uncertainty network Linear(z+a, hidden) - ReLU - Dropout - Linear(hidden, hidden); its MSE calibration "
+    "term is added to the loss with weight 1",
+    "UG-MTM threshold network Linear(window, 32) - ReLU - Linear(32, 1) - sigmoid",
+    "Progressive column input [z, a, h_previous column]; its own prior head",
+)
 
 
 def _value(rec: RunRecord, key: str) -> float | None:
@@ -248,6 +257,8 @@ class WmfAnalysis(Analysis):
                 rho = c[k]["rho"]
                 cols.append("null" if rho is None else f"{rho:.2f} (p {c[k]['p']:.2g}, {c[k]['cells']} cells)")
             lines.append(f"| {comp} | " + " | ".join(cols) + " |")
+        lines += ["", "## Fixed in code, not protocol fields (`cltoolkit/suites/wmf/world.py`)", ""]
+        lines += [f"- {item}" for item in FIXED_IN_CODE]
         sizes = summaries.get("evaluationSizes")
         if sizes:
             declared = ", ".join(f"{k} {v}" for k, v in sizes["declared"].items())
