@@ -223,10 +223,9 @@ def run_protocol(
     runner = regs.executor.get(executor)(
         project.components_file if project.components_file.is_file() else None, **(executor_options or {})
     )
-    started = {s.run_id: datetime.datetime.now(datetime.UTC) for s in specs}
+    grid_start = datetime.datetime.now(datetime.UTC)
+    started: dict[str, datetime.datetime] = {}  # runs the executor has started (on_start), with the time
     done: set[str] = set()
-
-    begun: set[str] = set()
 
     def begin(spec: RunSpec) -> None:
         # a stale record of an unfinished run (failed, interrupted...) is removed when the run is redone, not
@@ -234,7 +233,6 @@ def run_protocol(
         assert spec.run_dir is not None
         (spec.run_dir / "record.json").unlink(missing_ok=True)
         started[spec.run_id] = datetime.datetime.now(datetime.UTC)
-        begun.add(spec.run_id)
         if on_start is not None:
             on_start(spec)
 
@@ -242,14 +240,14 @@ def run_protocol(
         for result in runner.execute(
             specs, workers=workers or os.cpu_count() or 1, timeout_s=timeout_s, on_start=begin
         ):
-            store.write(_record(result.spec, result, started[result.spec.run_id], project))
+            store.write(_record(result.spec, result, started.get(result.spec.run_id, grid_start), project))
             done.add(result.spec.run_id)
             summary.results.append(result)
             if on_result:
                 on_result(result, len(summary.results), len(specs))
     except KeyboardInterrupt:
         for spec in specs:  # runs that never started stay as they were (missing, or their earlier record)
-            if spec.run_id in begun and spec.run_id not in done:
+            if spec.run_id in started and spec.run_id not in done:
                 interrupted = ExecutionResult(replace(spec), "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
                 store.write(_record(spec, interrupted, started[spec.run_id], project))
         raise
