@@ -173,7 +173,8 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:  # type: ignore[no
     assert {h["scope"] for h in gates["new-task"]["hypotheses"]} == {"goal", "key", "hazards", "combined"}
     assert all(g["decision"] in ("pass", "fail", "reported") for g in gates.values())
     md = (project.root / "reports" / "nav4-v1" / "report.md").read_text()
-    assert "**sequential** (baseline; 2 runs; sampled policy)" in md
+    table = md.split("**sequential / o3** (baseline; 2 runs, seeds 0, 1; sampled policy)")[1].split("\n\n")[1]
+    assert [row.split(" | ")[0] for row in table.splitlines()[2:]] == ["| key", "| goal", "| combined", "| hazards"]
     assert "| goal | " in md and "forgetting max(0, immediate - final)" in md
     html = (project.root / "reports" / "nav4-v1" / "report.html").read_text()
     assert "Per-task matrix: sequential / o" in html and "Curves:" in html

@@ -83,7 +83,10 @@ class Nav4Analysis(Analysis):
     def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
         comps: dict[str, Any] = {}
         for comp in protocol.comparisons:
-            recs = [r for r in records if r.spec.comparison == comp.id and _matrix(r) is not None]
+            recs = sorted(
+                (r for r in records if r.spec.comparison == comp.id and _matrix(r) is not None),
+                key=lambda r: (r.spec.order or "", r.spec.seed),
+            )
             if not recs:
                 continue
             tasks = _matrix(recs[0])[0]  # type: ignore[index]
@@ -99,14 +102,19 @@ class Nav4Analysis(Analysis):
                     "final": fin,
                     "forgetting": [None if i is None else max(0.0, i - f) for i, f in zip(imm, fin, strict=True)],
                 }
+            with_memory = next((r for r in recs if r.metrics.get("memory")), None)
             metric_values = {mid: [run_values(r, mid, "aggregate") for r in recs] for mid in _VALUE}
             comps[comp.id] = {
                 "role": comp.role,
                 "runs": [r.runId for r in recs],
+                "orders": [r.spec.order for r in recs],
+                "seeds": [r.spec.seed for r in recs],
+                "taskOrders": {r.spec.order or "": _matrix(r)[0] for r in recs},  # type: ignore[index]
                 "perTask": per_task,
                 "metrics": metric_values,
                 "parameters": sorted({r.budget.parameters for r in recs if r.budget.parameters}),
-                "memory": next((r.metrics.get("memory") for r in recs if r.metrics.get("memory")), None),
+                "memory": None if with_memory is None else with_memory.metrics["memory"],
+                "memoryRun": None if with_memory is None else with_memory.runId,
                 "trainingSeconds": [r.metrics.get("trainingSeconds") for r in recs],
                 "evaluationPolicy": protocol.evaluation.policy,  # type: ignore[attr-defined]
             }
@@ -120,22 +128,33 @@ class Nav4Analysis(Analysis):
         comps = summaries.get("comparisons", {})
         if not comps:
             return ""
-        lines = ["## Per-task success (final-test layouts; per run, in seed order)", ""]
+        lines = [
+            "## Per-task success (final-test layouts; one table per task order, rows in training order, "
+            "values per run in seed order)",
+            "",
+        ]
+
+        def fmt(xs: list[float | None]) -> str:
+            return ", ".join("-" if x is None else f"{x:.2f}" for x in xs)
+
         for cid, c in comps.items():
-            lines += [
-                f"**{cid}** ({c['role']}; {len(c['runs'])} runs; {c['evaluationPolicy']} policy)",
-                "",
-                "| task | immediate (after its own phase) | final (end of stream) | forgetting max(0, immediate - "
-                "final) |",
-                "|---|---|---|---|",
-            ]
-
-            def fmt(xs: list[float | None]) -> str:
-                return ", ".join("-" if x is None else f"{x:.2f}" for x in xs)
-
-            for task, v in c["perTask"].items():
-                lines.append(f"| {task} | {fmt(v['immediate'])} | {fmt(v['final'])} | {fmt(v['forgetting'])} |")
-            lines.append("")
+            orders = c.get("orders") or [None] * len(c["runs"])
+            for order in dict.fromkeys(orders):
+                idx = [i for i, o in enumerate(orders) if o == order]
+                seeds = ", ".join(str(c["seeds"][i]) for i in idx) if "seeds" in c else "-"
+                title = cid if order is None else f"{cid} / {order}"
+                lines += [
+                    f"**{title}** ({c['role']}; {len(idx)} runs, seeds {seeds}; {c['evaluationPolicy']} policy)",
+                    "",
+                    "| task | immediate (after its own phase) | final (end of stream) | forgetting max(0, immediate - "
+                    "final) |",
+                    "|---|---|---|---|",
+                ]
+                for task in c.get("taskOrders", {}).get(order or "") or c["perTask"]:
+                    v = c["perTask"][task]
+                    cells = [fmt([v[k][i] for i in idx]) for k in ("immediate", "final", "forgetting")]
+                    lines.append(f"| {task} | {' | '.join(cells)} |")
+                lines.append("")
         lines += ["Disclosures from the records:", ""]
         for cid, c in comps.items():
             mem = c["memory"]
@@ -144,14 +163,20 @@ class Nav4Analysis(Analysis):
                 if not mem
                 else (
                     f"capacity {mem['capacity']} transitions, {mem['held']} held at the end "
-                    f"(offered {mem['offered']}); per task index {mem['perTaskIndex']} "
-                    f"(tasks {mem['tasks']})"
+                    f"(offered {mem['offered']}); per task index in run {c.get('memoryRun', '-')}: "
+                    f"{mem['perTaskIndex']} (tasks {mem['tasks']})"
                 )
             )
             secs = [s for s in c["trainingSeconds"] if s is not None]
+            clock = (
+                f"{len(secs)} runs, median {float(np.median(secs)):.0f} s per run (range {min(secs):.0f}-"
+                f"{max(secs):.0f} s), {sum(secs) / 3600:.2f} h in all"
+                if secs
+                else "not recorded"
+            )
             lines.append(
                 f"- {cid}: {c['parameters']} trainable parameters; replay memory {mem_text}; training + "
-                f"evaluation wall-clock per run {', '.join(f'{s:.0f} s' for s in secs)}."
+                f"evaluation wall-clock: {clock}."
             )
         lines.append(
             "- Tuning effort: hyperparameters as declared in the protocol's comparisons; no search was run "
