@@ -176,5 +176,8 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:  # type: ignore[no
     table = md.split("**sequential / o3** (baseline; 2 runs, seeds 0, 1; sampled policy)")[1].split("\n\n")[1]
     assert [row.split(" | ")[0] for row in table.splitlines()[2:]] == ["| key", "| goal", "| combined", "| hazards"]
     assert "| goal | " in md and "forgetting max(0, immediate - final)" in md
+    by_order = md.split("## Aggregate metrics by task order")[1].split("\n\n")[1].splitlines()
+    assert by_order[0].startswith("| comparison / order | runs | immediate average success | final average success |")
+    assert [row.split(" | ")[:2] for row in by_order[2:4]] == [["| sequential / o3", "2"], ["| replay / o3", "2"]]
     html = (project.root / "reports" / "nav4-v1" / "report.html").read_text()
     assert "Per-task matrix: sequential / o" in html and "Curves:" in html

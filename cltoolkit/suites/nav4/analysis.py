@@ -182,4 +182,27 @@ class Nav4Analysis(Analysis):
             "- Tuning effort: hyperparameters as declared in the protocol's comparisons; no search was run "
             "beyond the calibration the protocol describes."
         )
+        lines += ["", *_by_order_table(comps)]
         return "\n".join(lines) + "\n"
+
+
+def _by_order_table(comps: dict[str, Any]) -> list[str]:
+    """Aggregate metrics per comparison and task order (the gates pool the orders; this shows what they pool)."""
+    names = {mid: mid.removeprefix("nav4.").removesuffix("-v1").replace("-", " ") for mid in _VALUE}
+    lines = [
+        "## Aggregate metrics by task order (mean over seeds [min, max]; the gates pool the orders)",
+        "",
+        "| comparison / order | runs | " + " | ".join(names.values()) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for cid, c in comps.items():
+        orders = c.get("orders") or [None] * len(c["runs"])
+        for order in dict.fromkeys(orders):
+            idx = [i for i, o in enumerate(orders) if o == order]
+            cells = []
+            for mid in names:
+                xs = [x for x in (c["metrics"][mid][i] for i in idx) if x is not None]
+                cells.append(f"{np.mean(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}]" if xs else "-")
+            label = cid if order is None else f"{cid} / {order}"
+            lines.append(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
