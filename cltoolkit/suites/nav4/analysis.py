@@ -205,4 +205,14 @@ def _by_order_table(comps: dict[str, Any]) -> list[str]:
                 cells.append(f"{np.mean(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}]" if xs else "-")
             label = cid if order is None else f"{cid} / {order}"
             lines.append(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
+    shared = any(
+        len(set(c.get("orders") or [])) > 1 and len(set(c.get("seeds") or [])) < len(c["runs"]) for c in comps.values()
+    )
+    if shared:
+        lines += [
+            "",
+            "Runs of one training seed in different task orders share that seed's network initialisation and "
+            "random streams, so the replicates (training seed x task order, as the protocol declares) are not "
+            "fully independent: read the intervals with that in mind, and compare the orders above.",
+        ]
     return [*lines, ""]
