@@ -181,3 +181,33 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:  # type: ignore[no
     assert [row.split(" | ")[:2] for row in by_order[2:4]] == [["| sequential / o3", "2"], ["| replay / o3", "2"]]
     html = (project.root / "reports" / "nav4-v1" / "report.html").read_text()
     assert "Per-task matrix: sequential / o" in html and "Curves:" in html
+
+
+def test_seed_level_sensitivity_pairs_by_seed_and_order_and_averages_orders_per_seed() -> None:
+    from cltoolkit.suites.nav4 import metrics as m
+    from cltoolkit.suites.nav4.analysis import _seed_sensitivity
+
+    ids = (m.ImmediateAverageSuccess.id, m.FinalAverageSuccess.id, m.RetentionLoss.id)
+
+    def comp(role: str, final: list[float], orders: list[str]) -> dict:  # type: ignore[type-arg]
+        n = len(final)
+        return {
+            "role": role,
+            "runs": [f"r{i}" for i in range(n)],
+            "seeds": [0, 0, 1, 1][:n],
+            "orders": orders,
+            "metrics": {mid: (final if mid == m.FinalAverageSuccess.id else [0.5] * n) for mid in ids},
+        }
+
+    orders = ["o1", "o2", "o1", "o2"]
+    comps = {
+        "candidate": comp("candidate", [0.6, 0.8, 0.7, 0.9], orders),
+        "sequential": comp("baseline", [0.5, 0.5, 0.5, 0.5], orders),
+    }
+    rows = {r.split(" | ")[1]: r for r in _seed_sensitivity(comps)[4:]}
+    final = rows["final average success"].split(" | ")
+    assert final[2].startswith("+0.250 [") and final[2].endswith("(n = 4)")  # differences 0.1, 0.3, 0.2, 0.4
+    assert final[3].startswith("+0.250 [") and final[3].endswith("(n = 2) |")  # seed means 0.2, 0.3
+    assert rows["immediate average success"].split(" | ")[2].startswith("+0.000 [+0.000, +0.000]")
+    one_order = {k: {**c, "orders": ["o1"] * 4} for k, c in comps.items()}
+    assert _seed_sensitivity(one_order) == []  # a single order has nothing to average over

@@ -15,6 +15,7 @@ from cltoolkit.components import Analysis
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
+from cltoolkit.stats.paired import t_interval
 from cltoolkit.suites.nav4 import metrics as m
 
 __all__ = ["METRICS", "Nav4Analysis", "matrix_value", "run_values"]
@@ -205,6 +206,7 @@ def _by_order_table(comps: dict[str, Any]) -> list[str]:
                 cells.append(f"{np.mean(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}]" if xs else "-")
             label = cid if order is None else f"{cid} / {order}"
             lines.append(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
+    lines += ["", *_seed_sensitivity(comps)]
     shared = any(
         len(set(c.get("orders") or [])) > 1 and len(set(c.get("seeds") or [])) < len(c["runs"]) for c in comps.values()
     )
@@ -216,3 +218,40 @@ def _by_order_table(comps: dict[str, Any]) -> list[str]:
             "fully independent: read the intervals with that in mind, and compare the orders above.",
         ]
     return [*lines, ""]
+
+
+def _seed_sensitivity(comps: dict[str, Any]) -> list[str]:
+    """Candidate minus each baseline, paired by (seed, order): the declared replicates beside seed means over orders.
+
+    Exploratory: two-sided 95% t intervals, no multiplicity adjustment, not gate decisions. Where the two columns
+    disagree, the dependence between orders of one seed matters."""
+    cands = [c for c in comps.values() if c["role"] == "candidate" and c.get("orders") is not None]
+    bases = {cid: c for cid, c in comps.items() if c["role"] == "baseline" and c.get("orders") is not None}
+    if not cands or not bases or len(set(cands[0]["orders"])) < 2:
+        return []
+    cand = cands[0]
+    lines = [
+        "## Seed-level sensitivity (exploratory: two-sided 95% t intervals, unadjusted, not gate decisions)",
+        "",
+        "| candidate minus | metric | replicates (seed x order) | seed means over orders |",
+        "|---|---|---|---|",
+    ]
+
+    def keyed(c: dict[str, Any], mid: str) -> dict[tuple[int, str], float]:
+        return {(s, o): x for s, o, x in zip(c["seeds"], c["orders"], c["metrics"][mid], strict=True) if x is not None}
+
+    def cell(d: list[float]) -> str:
+        if len(d) < 2:
+            return "-"
+        t = t_interval(np.asarray(d))
+        return f"{t.estimate:+.3f} [{t.low:+.3f}, {t.high:+.3f}] (n = {len(d)})"
+
+    for bid, base in bases.items():
+        for mid in (m.ImmediateAverageSuccess.id, m.FinalAverageSuccess.id, m.RetentionLoss.id):
+            a, b = keyed(cand, mid), keyed(base, mid)
+            pairs = {k: a[k] - b[k] for k in sorted(a.keys() & b.keys())}
+            seeds = sorted({k[0] for k in pairs})
+            means = [float(np.mean([d for k, d in pairs.items() if k[0] == s])) for s in seeds]
+            name = mid.removeprefix("nav4.").removesuffix("-v1").replace("-", " ")
+            lines.append(f"| {bid} | {name} | {cell(list(pairs.values()))} | {cell(means)} |")
+    return lines
