@@ -77,7 +77,15 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
                     f"{_fmt(h.pAdjusted)} | {_fmt(h.permutationP if h.permutationP is not None else h.signTestP)} | "
                     f"**{h.decision}**{' (' + h.reason + ')' if h.reason else ''} |"
                 )
-        lines += ["", *[f"- {g.id}: {g.label} -> **{g.decision}**; {g.wording}" for g in r.gates], ""]
+        lines += [
+            "",
+            "Exact p: the sign-flip permutation p (paired gates) is two-sided about the margin, so beside a failed "
+            "one-sided gate a small value means the estimate lies significantly on the wrong side of it; the sign "
+            "test p (threshold gates) is one-sided in the claimed direction.",
+            "",
+            *[f"- {g.id}: {g.label} -> **{g.decision}**; {g.wording}" for g in r.gates],
+            "",
+        ]
     else:
         lines += ["No gates are declared; the suite's summaries below are the results.", ""]
     if r.budgetChecks:
