@@ -139,11 +139,8 @@ class Nav4Analysis(Analysis):
             return ", ".join("-" if x is None else f"{x:.2f}" for x in xs)
 
         for cid, c in comps.items():
-            orders = c.get("orders") or [None] * len(c["runs"])
-            for order in dict.fromkeys(orders):
-                idx = [i for i, o in enumerate(orders) if o == order]
+            for order, title, idx in _by_order(cid, c):
                 seeds = ", ".join(str(c["seeds"][i]) for i in idx) if "seeds" in c else "-"
-                title = cid if order is None else f"{cid} / {order}"
                 lines += [
                     f"**{title}** ({c['role']}; {len(idx)} runs, seeds {seeds}; {c['evaluationPolicy']} policy)",
                     "",
@@ -183,13 +180,26 @@ class Nav4Analysis(Analysis):
             "- Tuning effort: hyperparameters as declared in the protocol's comparisons; no search was run "
             "beyond the calibration the protocol describes."
         )
-        lines += ["", *_by_order_table(comps)]
+        lines += ["", *_by_order_table(comps), "", *_seed_sensitivity(comps), *_shared_seed_note(comps), ""]
         return "\n".join(lines) + "\n"
+
+
+def _by_order(cid: str, c: dict[str, Any]) -> list[tuple[str | None, str, list[int]]]:
+    """(order, label, run indices) for each task order of one comparison's summaries, in first-seen order."""
+    orders = c.get("orders") or [None] * len(c["runs"])
+    return [
+        (order, cid if order is None else f"{cid} / {order}", [i for i, o in enumerate(orders) if o == order])
+        for order in dict.fromkeys(orders)
+    ]
+
+
+def _short(metric: str) -> str:
+    return metric.removeprefix("nav4.").removesuffix("-v1").replace("-", " ")
 
 
 def _by_order_table(comps: dict[str, Any]) -> list[str]:
     """Aggregate metrics per comparison and task order (the gates pool the orders; this shows what they pool)."""
-    names = {mid: mid.removeprefix("nav4.").removesuffix("-v1").replace("-", " ") for mid in _VALUE}
+    names = {mid: _short(mid) for mid in _VALUE}
     lines = [
         "## Aggregate metrics by task order (mean over seeds [min, max]; the gates pool the orders)",
         "",
@@ -197,27 +207,27 @@ def _by_order_table(comps: dict[str, Any]) -> list[str]:
         "|---|---|" + "---|" * len(names),
     ]
     for cid, c in comps.items():
-        orders = c.get("orders") or [None] * len(c["runs"])
-        for order in dict.fromkeys(orders):
-            idx = [i for i, o in enumerate(orders) if o == order]
+        for _, label, idx in _by_order(cid, c):
             cells = []
             for mid in names:
                 xs = [x for x in (c["metrics"][mid][i] for i in idx) if x is not None]
                 cells.append(f"{np.mean(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}]" if xs else "-")
-            label = cid if order is None else f"{cid} / {order}"
             lines.append(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
-    lines += ["", *_seed_sensitivity(comps)]
+    return lines
+
+
+def _shared_seed_note(comps: dict[str, Any]) -> list[str]:
     shared = any(
         len(set(c.get("orders") or [])) > 1 and len(set(c.get("seeds") or [])) < len(c["runs"]) for c in comps.values()
     )
-    if shared:
-        lines += [
-            "",
-            "Runs of one training seed in different task orders share that seed's network initialisation and "
-            "random streams, so the replicates (training seed x task order, as the protocol declares) are not "
-            "fully independent: read the intervals with that in mind, and compare the orders above.",
-        ]
-    return [*lines, ""]
+    if not shared:
+        return []
+    return [
+        "",
+        "Runs of one training seed in different task orders share that seed's network initialisation and "
+        "random streams, so the replicates (training seed x task order, as the protocol declares) are not "
+        "fully independent: read the intervals with that in mind, and compare the orders above.",
+    ]
 
 
 def _seed_sensitivity(comps: dict[str, Any]) -> list[str]:
@@ -252,6 +262,5 @@ def _seed_sensitivity(comps: dict[str, Any]) -> list[str]:
             pairs = {k: a[k] - b[k] for k in sorted(a.keys() & b.keys())}
             seeds = sorted({k[0] for k in pairs})
             means = [float(np.mean([d for k, d in pairs.items() if k[0] == s])) for s in seeds]
-            name = mid.removeprefix("nav4.").removesuffix("-v1").replace("-", " ")
-            lines.append(f"| {bid} | {name} | {cell(list(pairs.values()))} | {cell(means)} |")
+            lines.append(f"| {bid} | {_short(mid)} | {cell(list(pairs.values()))} | {cell(means)} |")
     return lines
