@@ -68,7 +68,8 @@ def _states(project: Project) -> dict[str, tuple[str, int, str]]:
 
 def _driver(project: Project, workers: int, **popen: Any) -> subprocess.Popen:  # type: ignore[type-arg]
     """`clt run -p toy-v1` in its own process (so it can be killed or interrupted)."""
-    env = {**os.environ, "CLT_ROOT": str(project.root), "PYTHONPATH": str(REPO)}
+    # faulthandler: a driver that hangs is sent SIGABRT by _finish and prints every thread's stack
+    env = {**os.environ, "CLT_ROOT": str(project.root), "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
     cmd = [
         sys.executable,
         "-c",
@@ -80,6 +81,18 @@ def _driver(project: Project, workers: int, **popen: Any) -> subprocess.Popen:  
         str(workers),
     ]
     return subprocess.Popen(cmd, env=env, **popen)
+
+
+def _finish(driver: subprocess.Popen, timeout: float = 60) -> str:  # type: ignore[type-arg]
+    """The driver's output once it exits; a driver still running after `timeout` fails the test with its threads'
+    stacks (so a hang seen once in CI says where it was)."""
+    try:
+        output, _ = driver.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        driver.send_signal(signal.SIGABRT)
+        output, _ = driver.communicate(timeout=30)
+        pytest.fail(f"the driver did not exit within {timeout:g} s; its stacks:\n{output}")
+    return str(output)
 
 
 def _wait_for_records(project: Project, count: int) -> None:
@@ -214,7 +227,7 @@ def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> N
     _wait_for_records(toy, 1)
     time.sleep(0.3)  # the next runs have started
     driver.send_signal(signal.SIGINT)
-    output, _ = driver.communicate(timeout=60)
+    output = _finish(driver)
     assert driver.returncode != 0
     assert "Traceback" not in output
     states = _states(toy)
@@ -232,22 +245,26 @@ def test_sigterm_stops_the_grid_like_ctrl_c(toy, cli) -> None:  # type: ignore[n
     _wait_for_records(toy, 1)
     time.sleep(0.3)
     driver.terminate()
-    output, _ = driver.communicate(timeout=60)
+    output = _finish(driver)
     assert driver.returncode != 0 and "Traceback" not in output
     states = _states(toy)
     assert "interrupted" in {s[0] for s in states.values()} and "completed" in {s[0] for s in states.values()}
 
 
-def _workers_alive(project: Project) -> list[int]:
-    """Worker processes of this project's runs still alive (their command line names a job in the run folder)."""
+def _workers_alive(project: Project, parent: int | None = None) -> list[int]:
+    """Worker processes of this project's runs still alive (their command line names a job in the run folder),
+    optionally only the children of `parent`: a worker's own short-lived fork (before it execs a helper such as
+    `uname`) shows the same command line and is not a second worker."""
     alive = []
     for proc in Path("/proc").iterdir():
         try:
             cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
         if "cltoolkit.run.worker" in cmdline and str(project.runs_dir) in cmdline:
-            alive.append(int(proc.name))
+            if parent is None or ppid == parent:
+                alive.append(int(proc.name))
     return alive
 
 
@@ -259,12 +276,12 @@ def test_a_signal_to_the_driver_alone_stops_running_workers_at_once(toy, sig) ->
     _protocol(toy, {"a": {"sleepSeconds": 120.0}}, seeds=3)
     driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
-    while len(_workers_alive(toy)) < 2 and time.monotonic() < deadline:
+    while len(_workers_alive(toy, driver.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(_workers_alive(toy)) == 2
+    assert len(_workers_alive(toy, driver.pid)) == 2
     start = time.monotonic()
     driver.send_signal(sig)
-    output, _ = driver.communicate(timeout=60)
+    output = _finish(driver)
     assert time.monotonic() - start < 20, "the driver waited for its running workers"
     assert driver.returncode != 0 and "Traceback" not in output
     assert _workers_alive(toy) == []

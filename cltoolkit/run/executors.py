@@ -4,13 +4,13 @@ run never takes others down; per-run timeout; per-run log file; crashes retried 
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +19,8 @@ from cltoolkit.components import Executor
 from cltoolkit.run.spec import ExecutionResult, RunOutput, RunSpec
 
 __all__ = ["LocalExecutor", "job_payload", "output_from"]
+
+POLL_S = 0.25  # how often the driver wakes while waiting for runs (signals are handled then at the latest)
 
 
 def job_payload(spec: RunSpec, components: Path | None) -> dict[str, Any]:
@@ -76,6 +78,10 @@ class _Children:
             proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             self._procs.add(proc)
             return proc
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     def finished(self, proc: subprocess.Popen[bytes]) -> None:
         with self._lock:
@@ -154,14 +160,50 @@ class LocalExecutor(Executor):
         timeout_s: float | None,
         on_start: Callable[[RunSpec], None] | None = None,
     ) -> Iterator[ExecutionResult]:
+        # Plain daemon threads and C-level queues rather than a ThreadPoolExecutor: a Ctrl-C / SIGTERM reaches the
+        # driver as a KeyboardInterrupt at any bytecode, and one landing inside concurrent.futures' lock handling
+        # (submit, as_completed) can leave a lock held that its exit hook then waits on for ever. The driver polls
+        # for results with a timeout, so a signal is acted on within POLL_S wherever the kernel delivered it.
         children = _Children()
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(self._run, spec, timeout_s, on_start, children) for spec in jobs]
-            try:
-                for future in as_completed(futures):
-                    yield future.result()
-            except BaseException:  # Ctrl-C / SIGTERM in the driver, or the consumer stopped: stop now
-                for f in futures:
-                    f.cancel()
-                children.stop_all()
-                raise
+        todo: queue.SimpleQueue[RunSpec] = queue.SimpleQueue()
+        for spec in jobs:
+            todo.put(spec)
+        results: queue.SimpleQueue[ExecutionResult | BaseException] = queue.SimpleQueue()
+
+        def work() -> None:
+            while not children.stopping:  # a run not yet begun is left alone once the grid stops
+                try:
+                    spec = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    results.put(self._run(spec, timeout_s, on_start, children))
+                except _Stopped:
+                    return
+                except BaseException as exc:  # handed to the driver, which stops the grid and raises it
+                    results.put(exc)
+                    return
+
+        threads = [
+            threading.Thread(target=work, name=f"clt-run-{i}", daemon=True)
+            for i in range(min(max(1, workers), len(jobs)))
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            for _ in jobs:
+                while True:
+                    try:
+                        item = results.get(timeout=POLL_S)
+                    except queue.Empty:
+                        continue
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        except BaseException:  # Ctrl-C / SIGTERM in the driver, a failing run set-up, or the consumer stopped
+            children.stop_all()
+            for thread in threads:
+                if thread.is_alive():
+                    thread.join(timeout=5.0)  # reap the killed workers; daemon threads never block exit
+            raise
