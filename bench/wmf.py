@@ -2,7 +2,8 @@
 GRU 512, batch 8 x sequence 5, Adam, 1 torch thread), in the one-pass form the suite trains with and in the
 step-by-step form of seed 000 (target: at most 130 ms; the seed's own implementation takes about 295 ms here),
 and the wall time of one full wmf-lite-v1 cell (5 methods x 1 seed, fresh stage cache, one process).
-Prints one JSON object. Usage: python bench/wmf.py [--steps 10] [--cell minigrid-min] [--no-cell]
+Also where the step's time goes: forward / backward / Adam, and each VAE convolution's milliseconds and
+GFLOP/s. Prints one JSON object. Usage: python bench/wmf.py [--steps 10] [--cell minigrid-min] [--no-cell]
 """
 
 from __future__ import annotations
@@ -40,6 +41,84 @@ def step_ms(steps: int, stepwise: bool) -> float:
     return statistics.median(times)
 
 
+def step_parts_ms(steps: int) -> dict[str, float]:
+    """Where one-pass step's time goes: forward (loss), backward, Adam (medians; they sum to about the step)."""
+    import torch
+
+    from cltoolkit.suites.wmf.world import RSSM
+
+    torch.manual_seed(0)
+    model = RSSM(32, 512, 7, (32, 64, 128, 256), 1.0)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    obs, act, eps = torch.rand(8, 5, 3, 64, 64), torch.rand(8, 4, 7), torch.randn(8, 5, 32)
+    parts: dict[str, list[float]] = {"forward": [], "backward": [], "adam": []}
+    for i in range(steps + 3):
+        a = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model.loss(obs, act, eps)[0]
+        b = time.perf_counter()
+        loss.backward()
+        c = time.perf_counter()
+        opt.step()
+        d = time.perf_counter()
+        if i >= 3:
+            for name, ms in (("forward", b - a), ("backward", c - b), ("adam", d - c)):
+                parts[name].append(ms * 1000)
+    return {name: round(statistics.median(v), 1) for name, v in parts.items()}
+
+
+def conv_layers(steps: int) -> list[dict[str, object]]:
+    """Each convolution of the wmf-v1 VAE alone on an input of its shape in a step (40 frames, channels-last):
+    forward and backward milliseconds and the GFLOP/s they reach (2 x multiply-adds; the backward computes the
+    weight gradient and, except in the first layer, the input gradient), beside the ~160 GFLOP/s single-thread
+    matrix peak the issue's estimate assumes."""
+    import torch
+    from torch import nn
+
+    from cltoolkit.suites.wmf.world import RSSM
+
+    torch.manual_seed(0)
+    vae = RSSM(32, 512, 7, (32, 64, 128, 256), 1.0).vae
+    encoder = [m for m in vae.encoder if isinstance(m, nn.Conv2d)]
+    decoder = [m for m in vae.decoder if isinstance(m, nn.ConvTranspose2d)]
+    shapes = []
+    with torch.no_grad():
+        for first, layers in ((torch.rand(40, 3, 64, 64), encoder), (torch.rand(40, vae.feat, 1, 1), decoder)):
+            x = first
+            for layer in layers:
+                shapes.append(tuple(x.shape))
+                x = layer(x.contiguous(memory_format=torch.channels_last))
+    out = []
+    for index, (layer, shape) in enumerate(zip(encoder + decoder, shapes, strict=True)):
+        xin = torch.rand(shape).contiguous(memory_format=torch.channels_last).requires_grad_(index != 0)
+        fwd, bwd = [], []
+        for i in range(steps + 3):
+            a = time.perf_counter()
+            y = layer(xin)
+            b = time.perf_counter()
+            y.backward(torch.ones_like(y))
+            c = time.perf_counter()
+            layer.zero_grad(set_to_none=True)
+            xin.grad = None
+            if i >= 3:
+                fwd.append((b - a) * 1000)
+                bwd.append((c - b) * 1000)
+        # weight (out, in, k, k) of a convolution, (in, out, k, k) of a transposed one
+        macs = (y if isinstance(layer, nn.Conv2d) else xin).numel() * layer.weight[0].numel()
+        f, b = statistics.median(fwd), statistics.median(bwd)
+        out.append(
+            {
+                "layer": f"encoder{index}" if index < len(encoder) else f"decoder{index - len(encoder)}",
+                "input": list(shape),
+                "forwardMs": round(f, 2),
+                "backwardMs": round(b, 2),
+                "forwardGflops": round(2 * macs / f / 1e6, 1),
+                "backwardGflops": round(2 * macs * (1 if index == 0 else 2) / b / 1e6, 1),
+            }
+        )
+    return out
+
+
 def cell_seconds(cell: str) -> dict[str, float]:
     from cltoolkit.suites.wmf.driver import run_cell
     from cltoolkit.suites.wmf.models import WmfProtocol
@@ -75,6 +154,8 @@ def main() -> None:
         "wmfV1StepMs": round(step_ms(args.steps, False), 1),
         "wmfV1StepwiseMs": round(step_ms(args.steps, True), 1),
         "targetMs": 130,
+        "stepPartsMs": step_parts_ms(args.steps),
+        "convLayers": conv_layers(args.steps),
     }
     result["metTarget"] = result["wmfV1StepMs"] <= 130  # type: ignore[operator]
     if not args.no_cell:
