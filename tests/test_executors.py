@@ -287,3 +287,26 @@ def test_a_signal_to_the_driver_alone_stops_running_workers_at_once(toy, sig) ->
     assert _workers_alive(toy) == []
     states = _states(toy)  # the two running runs are interrupted; the third never started and has no record
     assert len(states) == 2 and {s[0] for s in states.values()} == {"interrupted"}
+
+
+def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None:  # type: ignore[no-untyped-def]
+    """An error while a run is being set up (here: the progress callback raises when the third run starts) stops
+    the grid at once: the running workers are killed, no further run starts, and the error reaches the caller."""
+    from cltoolkit.run.runner import run_protocol
+
+    _protocol(toy, {"a": {"sleepSeconds": 120.0}}, seeds=4)
+    begun: list[str] = []
+
+    def on_start(spec) -> None:  # type: ignore[no-untyped-def]
+        begun.append(spec.run_id)
+        if len(begun) == 2:
+            deadline = time.monotonic() + 60
+            while len(_workers_alive(toy, os.getpid())) < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)  # the first run's worker is running
+            raise RuntimeError("set-up failed")
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="set-up failed"):
+        run_protocol(toy, "toy-v1", workers=2, on_start=on_start)
+    assert time.monotonic() - start < 30, "the grid waited for its running worker"
+    assert len(begun) == 2 and _workers_alive(toy) == []

@@ -162,7 +162,7 @@ class LocalExecutor(Executor):
     ) -> Iterator[ExecutionResult]:
         # Plain daemon threads and C-level queues rather than a ThreadPoolExecutor: a Ctrl-C / SIGTERM reaches the
         # driver as a KeyboardInterrupt at any bytecode, and one landing inside concurrent.futures' lock handling
-        # (submit, as_completed) can leave a lock held that its exit hook then waits on for ever. The driver polls
+        # (submit, as_completed) can leave a lock held that its exit hook may then wait on. The driver polls
         # for results with a timeout, so a signal is acted on within POLL_S wherever the kernel delivered it.
         children = _Children()
         todo: queue.SimpleQueue[RunSpec] = queue.SimpleQueue()
@@ -191,15 +191,15 @@ class LocalExecutor(Executor):
         try:
             for thread in threads:
                 thread.start()
-            for _ in jobs:
-                while True:
-                    try:
-                        item = results.get(timeout=POLL_S)
-                    except queue.Empty:
-                        continue
-                    break
+            done = 0
+            while done < len(jobs):
+                try:
+                    item = results.get(timeout=POLL_S)
+                except queue.Empty:
+                    continue
                 if isinstance(item, BaseException):
                     raise item
+                done += 1
                 yield item
         except BaseException:  # Ctrl-C / SIGTERM in the driver, a failing run set-up, or the consumer stopped
             children.stop_all()
