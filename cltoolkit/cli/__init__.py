@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+try:
+    from typing import Annotated
 
-import typer
+    import typer
 
-from cltoolkit import __version__
-from cltoolkit.cli import protocol as protocol_cli
-from cltoolkit.cli._common import command, print_json, project, set_root
+    from cltoolkit import __version__
+    from cltoolkit.cli import protocol as protocol_cli
+    from cltoolkit.cli._common import command, print_json, project, set_root
+except KeyboardInterrupt:  # Ctrl-C while the command line loads: exit 130 without a traceback, as a command does
+    raise SystemExit(130) from None
 
 __all__ = ["app", "main"]
 
@@ -97,8 +100,14 @@ def _register_optional() -> None:
     report_cli.register(app)
 
 
-_register_optional()
+try:
+    _register_optional()
+except KeyboardInterrupt:  # see the imports above
+    raise SystemExit(130) from None
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # Ctrl-C before a command runs (Typer building the command line)
+        raise SystemExit(130) from None
