@@ -1,4 +1,4 @@
-"""Executors. `local` (default): one subprocess per run under a bounded thread pool, so a crashed or killed
+"""Executors. `local` (default): one subprocess per run, `workers` at a time (one thread each), so a crashed or killed
 run never takes others down; per-run timeout; per-run log file; crashes retried up to the spec's attempts."""
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class _Stopped(Exception):
 
 class _Children:
     """The worker processes alive now. Stopping the driver (Ctrl-C, SIGTERM, `kill -INT`) kills them at once:
-    otherwise the thread pool would wait for every running run to finish before the driver could exit, and the
-    finished work would still be recorded as interrupted."""
+    otherwise the driver would wait for every running run to finish before it could exit, and the finished work
+    would still be recorded as interrupted."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
