@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def step_ms(steps: int, stepwise: bool) -> float:
+def step_ms(steps: int, stepwise: bool) -> dict[str, float]:
+    """Medians of one gradient step and of its parts: forward (loss), backward, Adam."""
     import torch
 
     from cltoolkit.suites.wmf.world import RSSM
@@ -30,41 +31,21 @@ def step_ms(steps: int, stepwise: bool) -> float:
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     obs, act, eps = torch.rand(8, 5, 3, 64, 64), torch.rand(8, 4, 7), torch.randn(8, 5, 32)
     loss_fn = model.loss_stepwise if stepwise else (lambda o, a, e: model.loss(o, a, e)[0])
-    times = []
+    times: dict[str, list[float]] = {"step": [], "forward": [], "backward": [], "adam": []}
     for i in range(steps + 3):
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss_fn(obs, act, eps).backward()
-        opt.step()
-        if i >= 3:
-            times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
-def step_parts_ms(steps: int) -> dict[str, float]:
-    """Where one-pass step's time goes: forward (loss), backward, Adam (medians; they sum to about the step)."""
-    import torch
-
-    from cltoolkit.suites.wmf.world import RSSM
-
-    torch.manual_seed(0)
-    model = RSSM(32, 512, 7, (32, 64, 128, 256), 1.0)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    obs, act, eps = torch.rand(8, 5, 3, 64, 64), torch.rand(8, 4, 7), torch.randn(8, 5, 32)
-    parts: dict[str, list[float]] = {"forward": [], "backward": [], "adam": []}
-    for i in range(steps + 3):
-        a = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = model.loss(obs, act, eps)[0]
-        b = time.perf_counter()
+        loss = loss_fn(obs, act, eps)
+        forward = time.perf_counter()
         loss.backward()
-        c = time.perf_counter()
+        backward = time.perf_counter()
         opt.step()
-        d = time.perf_counter()
+        end = time.perf_counter()
         if i >= 3:
-            for name, ms in (("forward", b - a), ("backward", c - b), ("adam", d - c)):
-                parts[name].append(ms * 1000)
-    return {name: round(statistics.median(v), 1) for name, v in parts.items()}
+            parts = (("step", end - start), ("forward", forward - start), ("backward", backward - forward))
+            for name, seconds in (*parts, ("adam", end - backward)):
+                times[name].append(seconds * 1000)
+    return {name: round(statistics.median(v), 1) for name, v in times.items()}
 
 
 def conv_layers(steps: int) -> list[dict[str, object]]:
@@ -79,8 +60,8 @@ def conv_layers(steps: int) -> list[dict[str, object]]:
 
     torch.manual_seed(0)
     vae = RSSM(32, 512, 7, (32, 64, 128, 256), 1.0).vae
-    encoder = [m for m in vae.encoder if isinstance(m, nn.Conv2d)]
-    decoder = [m for m in vae.decoder if isinstance(m, nn.ConvTranspose2d)]
+    encoder: list[nn.Conv2d | nn.ConvTranspose2d] = [m for m in vae.encoder if isinstance(m, nn.Conv2d)]
+    decoder: list[nn.Conv2d | nn.ConvTranspose2d] = [m for m in vae.decoder if isinstance(m, nn.ConvTranspose2d)]
     shapes = []
     with torch.no_grad():
         for first, layers in ((torch.rand(40, 3, 64, 64), encoder), (torch.rand(40, vae.feat, 1, 1), decoder)):
@@ -148,13 +129,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     keep_freed_memory()  # as every worker does
+    one_pass = step_ms(args.steps, False)
     result: dict[str, object] = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "wmfV1StepMs": round(step_ms(args.steps, False), 1),
-        "wmfV1StepwiseMs": round(step_ms(args.steps, True), 1),
+        "wmfV1StepMs": one_pass.pop("step"),
+        "wmfV1StepwiseMs": step_ms(args.steps, True)["step"],
         "targetMs": 130,
-        "stepPartsMs": step_parts_ms(args.steps),
+        "stepPartsMs": one_pass,
         "convLayers": conv_layers(args.steps),
     }
     result["metTarget"] = result["wmfV1StepMs"] <= 130  # type: ignore[operator]

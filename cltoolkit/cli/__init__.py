@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-try:
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def _quiet_ctrl_c() -> Iterator[None]:
+    """A Ctrl-C while the command line loads (imports, sub-app registration, Typer building the command) exits 130
+    without a traceback, as one during a command does."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+with _quiet_ctrl_c():
     from typing import Annotated
 
     import typer
@@ -10,8 +24,6 @@ try:
     from cltoolkit import __version__
     from cltoolkit.cli import protocol as protocol_cli
     from cltoolkit.cli._common import command, print_json, project, set_root
-except KeyboardInterrupt:  # Ctrl-C while the command line loads: exit 130 without a traceback, as a command does
-    raise SystemExit(130) from None
 
 __all__ = ["app", "main"]
 
@@ -100,14 +112,10 @@ def _register_optional() -> None:
     report_cli.register(app)
 
 
-try:
+with _quiet_ctrl_c():
     _register_optional()
-except KeyboardInterrupt:  # see the imports above
-    raise SystemExit(130) from None
 
 
 def main() -> None:
-    try:
+    with _quiet_ctrl_c():
         app()
-    except KeyboardInterrupt:  # Ctrl-C before a command runs (Typer building the command line)
-        raise SystemExit(130) from None
