@@ -28,6 +28,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check cltoolkit tests
 	$(BIN)/ruff format --check cltoolkit tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 schemas: $(STAMP)
 	$(BIN)/python -m cltoolkit.schemas_write

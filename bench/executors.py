@@ -20,8 +20,8 @@ sys.path.insert(0, str(REPO))
 
 
 def _project(root: Path, pid: str, behaviour: dict[str, object], seeds: int) -> None:
+    from cltoolkit.freezing import freeze
     from cltoolkit.project import Project
-    from cltoolkit.protocol.lock import freeze
     from tests.toy_suite import toy_protocol
 
     doc = toy_protocol(seeds=seeds)

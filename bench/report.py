@@ -33,10 +33,10 @@ def main() -> int:
 
     import numpy as np
 
+    from cltoolkit.freezing import freeze
     from cltoolkit.gatekeeper.gatekeeper import report_protocol
     from cltoolkit.project import Project
     from cltoolkit.protocol.hashing import protocol_hash
-    from cltoolkit.protocol.lock import freeze
     from cltoolkit.registry import registries, reset_registries
     from cltoolkit.run import provenance
     from cltoolkit.run.record import RECORD_VERSION, RunRecord

@@ -8,8 +8,13 @@ Exit codes: 2 for bad input (`InputError` and subclasses), 1 for a failed check 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = [
     "CheckFailed",
@@ -19,6 +24,8 @@ __all__ = [
     "Refusal",
     "UnknownNameError",
     "ValidationFailed",
+    "json_pointer",
+    "pydantic_problems",
 ]
 
 
@@ -72,3 +79,27 @@ class Refusal(CltError):
 
 class CheckFailed(CltError):
     """A check ran and failed (e.g. `clt protocol verify` found a changed protocol). Exit code 1."""
+
+
+def json_pointer(loc: tuple[Any, ...] | list[Any]) -> str:
+    """RFC 6901 pointer of a location path ('' is the whole document)."""
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in loc)
+
+
+def pydantic_problems(exc: ValidationError, source: str, prefix: str = "") -> list[Problem]:
+    """One problem per pydantic error, located as `source: <JSON pointer>` (under `prefix`).
+
+    Shared by every layer that validates a document with pydantic (protocols, locks, run records)."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-after"))]
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (not allowed here)"
+        elif err["type"] == "missing":
+            msg = "required field missing"
+        elif "input" in err and err["type"].endswith("_type"):
+            msg = f"{msg}, got {type(err['input']).__name__} {json.dumps(err['input'])[:40]}"
+        msg = msg.removeprefix("Value error, ")
+        problems.append(Problem(f"{source}: {prefix + json_pointer(loc) or '/'}", msg))
+    return problems

@@ -20,11 +20,12 @@ from cltoolkit import stats
 from cltoolkit.errors import InputError
 from cltoolkit.project import Project
 from cltoolkit.protocol.models import Gate, ProtocolBase
-from cltoolkit.protocol.validate import LoadedProtocol, load_protocol
+from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.run.store import RunStore
+from cltoolkit.validation import load_protocol
 
 __all__ = ["GatePlan", "declared_replicates", "freeze_power_warnings", "gate_plan", "pilot_plan", "pilot_stores"]
 

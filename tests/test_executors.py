@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from cltoolkit.freezing import freeze
 from cltoolkit.project import Project
-from cltoolkit.protocol.lock import freeze
 from cltoolkit.run.store import RunStore
 from tests.conftest import REPO, write
 from tests.toy_suite import toy_protocol

@@ -16,8 +16,9 @@ Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 @command(app, "validate")
 def validate(ref: Ref, json_out: Json = False) -> None:
     """Validate a protocol strictly (one line per problem, with its JSON pointer)."""
-    from cltoolkit.protocol import load_protocol, protocol_hash
+    from cltoolkit.protocol import protocol_hash
     from cltoolkit.registry import registries
+    from cltoolkit.validation import load_protocol
 
     proj = project()
     loaded = load_protocol(proj.resolve_protocol(ref), registries(proj.components_file))
@@ -43,7 +44,7 @@ def freeze(
     protocol_id: Annotated[str, typer.Argument(help="Protocol id in protocols/.")], json_out: Json = False
 ) -> None:
     """Validate, run safeguard checks, hash and write registry/locks/<id>.lock.json."""
-    from cltoolkit.protocol.lock import freeze as do_freeze
+    from cltoolkit.freezing import freeze as do_freeze
 
     proj = project()
     lock, warnings = do_freeze(proj, protocol_id)
@@ -99,7 +100,7 @@ def diff(a: Ref, b: Ref, json_out: Json = False) -> None:
 @command(app, "bump")
 def bump(protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id.")]) -> None:
     """Copy a frozen protocol to the next version (unfrozen draft with `supersedes`)."""
-    from cltoolkit.protocol.lock import bump as do_bump
+    from cltoolkit.freezing import bump as do_bump
 
     target = do_bump(project(), protocol_id)
     console().print(f"wrote {target} (draft; edit it, then `clt protocol freeze {target.stem}`)")

@@ -27,11 +27,12 @@ from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import BudgetCheck, GateResult, Results, RunCounts, RunSummary
-from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
+from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, replicate_key
 from cltoolkit.run.store import RunStore
+from cltoolkit.validation import load_protocol, validate_document
 
 __all__ = ["ReportOutcome", "check_budgets", "gatekeep", "report_protocol"]
 

@@ -4,7 +4,7 @@ from cltoolkit.protocol.hashing import CANONICALIZATION, canonical_bytes, hashed
 from cltoolkit.protocol.load import json_pointer, load_json_file, loads_strict
 from cltoolkit.protocol.models import SCHEMA_VERSION, Comparison, Gate, ProtocolBase
 from cltoolkit.protocol.results import Results
-from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
+from cltoolkit.protocol.validate import LoadedProtocol, id_problems, validate_structure
 
 __all__ = [
     "CANONICALIZATION",
@@ -16,10 +16,10 @@ __all__ = [
     "Results",
     "canonical_bytes",
     "hashed_content",
+    "id_problems",
     "json_pointer",
     "load_json_file",
-    "load_protocol",
     "loads_strict",
     "protocol_hash",
-    "validate_document",
+    "validate_structure",
 ]

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from cltoolkit.errors import Problem, ValidationFailed
+from cltoolkit.errors import Problem, ValidationFailed, json_pointer
 
 __all__ = ["display_path", "json_pointer", "load_json_file", "loads_strict", "read_json_text"]
 
@@ -19,11 +19,6 @@ def display_path(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def json_pointer(loc: tuple[Any, ...] | list[Any]) -> str:
-    """RFC 6901 pointer of a location path ('' is the whole document)."""
-    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in loc)
 
 
 class _Pairs(dict[str, Any]):

@@ -14,10 +14,9 @@ from typing import Any, Literal
 from pydantic import Field, JsonValue, ValidationError
 
 from cltoolkit._io import write_json
-from cltoolkit.errors import Problem, Refusal, ValidationFailed
+from cltoolkit.errors import Problem, Refusal, ValidationFailed, pydantic_problems
 from cltoolkit.protocol._base import Strict
 from cltoolkit.protocol.load import loads_strict, read_json_text
-from cltoolkit.protocol.validate import pydantic_problems
 
 __all__ = [
     "MIGRATIONS",

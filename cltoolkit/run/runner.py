@@ -19,12 +19,13 @@ from cltoolkit.errors import InputError, Refusal
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.lock import read_lock, require_frozen
-from cltoolkit.protocol.validate import LoadedProtocol, load_protocol, validate_document
+from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.run import provenance
 from cltoolkit.run.record import RECORD_VERSION, RunRecord
 from cltoolkit.run.spec import ExecutionResult, GridPoint, RunSpec
 from cltoolkit.run.store import RunStore
+from cltoolkit.validation import load_protocol, validate_document
 
 __all__ = ["RunSummary", "Selection", "apply_sets", "plan_runs", "run_protocol"]
 

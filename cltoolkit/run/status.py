@@ -7,9 +7,9 @@ from typing import Any
 
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
-from cltoolkit.protocol.validate import load_protocol
 from cltoolkit.registry import registries
 from cltoolkit.run.store import RunStore
+from cltoolkit.validation import load_protocol
 
 __all__ = ["STATE_LETTERS", "grid_status"]
 

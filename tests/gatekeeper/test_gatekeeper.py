@@ -9,10 +9,10 @@ import shutil
 import pytest
 
 from cltoolkit.errors import Refusal
+from cltoolkit.freezing import freeze
 from cltoolkit.gatekeeper.gatekeeper import report_protocol
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
-from cltoolkit.protocol.lock import freeze
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.runner import Selection, run_protocol
 from cltoolkit.run.store import RunStore

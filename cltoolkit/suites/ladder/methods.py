@@ -13,6 +13,7 @@ from pydantic import Field
 
 from cltoolkit.components import Method
 from cltoolkit.protocol._base import Strict
+from cltoolkit.suites.ladder.sampling import sample_transitions
 
 if TYPE_CHECKING:
     from cltoolkit.suites.ladder.models import LadderProtocol
@@ -90,8 +91,6 @@ class LeastSquares(DynamicsModel):
     @classmethod
     def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel:
         assert isinstance(params, LeastSquaresParams)
-        from cltoolkit.suites.ladder.rungs import sample_transitions
-
         sample = sample_transitions(protocol, params.transitions, np.random.default_rng(params.seed))
         columns = [sample.s, sample.u] + ([sample.u_prev] if params.usePrevAction else [])
         coef, *_ = np.linalg.lstsq(np.stack(columns, axis=1), sample.s_next, rcond=None)

@@ -1,0 +1,1 @@
+"""The gatekeeper: refusal rules, gate decisions, and the only writer of a protocol's `results` and `status`."""

@@ -1,0 +1,122 @@
+"""Full validation of a protocol: its structure (`cltoolkit.protocol`) plus everything that needs the registered
+components: the suite's model and checks, method, metric names and method hyperparameters.
+
+This step sits above both `protocol/` and the registry, where the runner, the gatekeeper and the CLI meet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cltoolkit.errors import Problem, ValidationFailed, pydantic_problems
+from cltoolkit.protocol.load import display_path, load_json_file
+from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.protocol.validate import LoadedProtocol, id_problems, validate_structure
+from cltoolkit.registry import Registries, registries
+
+__all__ = ["load_protocol", "validate_document"]
+
+
+def validate_document(
+    document: dict[str, Any], source: str, regs: Registries | None = None, expected_id: str | None = None
+) -> tuple[ProtocolBase, list[str]]:
+    """Validate a parsed document; returns the model and warnings, raises `ValidationFailed` with every problem."""
+    regs = regs or registries()
+    suite_name = document.get("suite")
+    if not isinstance(suite_name, str):
+        raise ValidationFailed(problems=[Problem(f"{source}: /suite", "required string field missing")])
+    if suite_name not in regs.suite:
+        raise ValidationFailed(problems=[Problem(f"{source}: /suite", regs.suite.unknown_message(suite_name))])
+    suite = regs.suite.get(suite_name)()
+    model = validate_structure(document, source, suite.protocol_model)
+    problems = id_problems(model, source, expected_id)
+    problems.extend(_check_registered(model, regs, source))
+    problems.extend(Problem(f"{source}: {p.where}", p.message) for p in suite.check(model))
+    if problems:
+        raise ValidationFailed(problems=problems)
+    return model, _warnings(model, regs, source)
+
+
+def _check_registered(model: ProtocolBase, regs: Registries, source: str) -> list[Problem]:
+    problems = []
+    for i, comp in enumerate(model.comparisons):
+        where = f"{source}: /comparisons/{i}"
+        if comp.method not in regs.method:
+            problems.append(Problem(f"{where}/method", regs.method.unknown_message(comp.method)))
+            continue
+        method = regs.method.get(comp.method)
+        if method.suite != model.suite:
+            problems.append(
+                Problem(
+                    f"{where}/method", f"method {comp.method!r} belongs to suite {method.suite!r}, not {model.suite!r}"
+                )
+            )
+        if method.Params is not None:
+            try:
+                method.Params.model_validate_json(json.dumps(comp.hyperparameters), strict=True)
+            except ValidationError as exc:
+                problems.extend(pydantic_problems(exc, source, f"/comparisons/{i}/hyperparameters"))
+        elif comp.hyperparameters:
+            problems.append(Problem(f"{where}/hyperparameters", f"method {comp.method!r} takes no hyperparameters"))
+    for i, metric in enumerate(model.metrics):
+        if metric.id not in regs.metric:
+            problems.append(Problem(f"{source}: /metrics/{i}/id", regs.metric.unknown_message(metric.id)))
+    return problems
+
+
+def _unit(text: str) -> str:
+    """Normalized held-out unit: case, separators and a plural `s` do not matter."""
+    words = text.lower().replace("-", " ").replace("_", " ").split()
+    return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
+
+
+def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
+    """Design warnings that do not block validation: claims resting on a unit no evaluation set holds out,
+    metrics without an evaluation set, and gates whose direction contradicts the metric's."""
+    out = []
+    held = {_unit(e.heldOutUnit): e.heldOutUnit for e in model.evaluationSets}
+    for i, claim in enumerate(model.claims):
+        if _unit(claim.heldOutUnit).startswith("none"):
+            continue  # a claim about a known system holds nothing out
+        if not model.evaluationSets:
+            out.append(
+                f"{source}: /claims/{i}/heldOutUnit: claim {claim.id!r} generalizes over {claim.heldOutUnit!r} but the "
+                "protocol declares no evaluationSets, so no held-out unit supports it"
+            )
+        elif _unit(claim.heldOutUnit) not in held:
+            out.append(
+                f"{source}: /claims/{i}/heldOutUnit: claim {claim.id!r} generalizes over {claim.heldOutUnit!r}, which "
+                "no "
+                f"evaluation set holds out (held out: {', '.join(sorted(held.values()))})"
+            )
+    if model.evaluationSets:
+        for i, metric in enumerate(model.metrics):
+            if metric.evaluationSet is None and metric.kind == "gate":
+                out.append(f"{source}: /metrics/{i}/evaluationSet: gate metric {metric.id!r} names no evaluation set")
+    for task, (weak, strong) in sorted((model.analysis.normalization or {}).items()):
+        if weak == strong:
+            out.append(
+                f"{source}: /analysis/normalization/{task}: equal anchors ({weak}); normalized scores of {task!r} "
+                "will be reported as undefined"
+            )
+    for i, gate in enumerate(model.gates):
+        if gate.test not in ("superiority", "non-inferiority") or gate.metric not in regs.metric:
+            continue
+        higher = regs.metric.get(gate.metric).higher_is_better
+        if higher == gate.lower_is_better:
+            better = "higher" if higher else "lower"
+            out.append(
+                f"{source}: /gates/{i}/comparator: gate {gate.id!r} claims {gate.comparator!r} but {gate.metric!r} is "
+                f"better when {better}"
+            )
+    return out
+
+
+def load_protocol(path: Path, regs: Registries | None = None) -> LoadedProtocol:
+    """Strictly load and validate the protocol file at `path` (its id must match the file name)."""
+    document = load_json_file(path)
+    model, warnings = validate_document(document, display_path(path), regs, expected_id=path.stem)
+    return LoadedProtocol(path, document, model, tuple(warnings))
