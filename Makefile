@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-core
 
-.PHONY: install test test-all lint demo schemas verify clean
+.PHONY: install test test-all lint demo schemas verify check-results clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,6 +18,7 @@ install: $(STAMP)
 
 test: lint
 	$(BIN)/clt protocol verify
+	$(MAKE) check-results
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m pytest -q -m dist
 
@@ -35,6 +36,13 @@ schemas: $(STAMP)
 
 verify: $(STAMP)
 	$(BIN)/clt protocol verify
+
+# every reported protocol's committed results must reproduce from the sealed records in place
+check-results: $(STAMP)
+	@for f in protocols/*.json; do \
+	  id=$$(basename $$f .json); \
+	  if [ -d reports/$$id ] || grep -q '"protocolSha256"' $$f; then $(BIN)/clt report --protocol $$id --check || exit 1; fi; \
+	done
 
 demo: $(STAMP)
 	bash scripts/demo.sh

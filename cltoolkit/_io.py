@@ -4,11 +4,67 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "dump_json", "write_json"]
+__all__ = [
+    "NotRegularFile",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "dump_json",
+    "file_mode",
+    "open_append_nofollow",
+    "read_regular_bytes",
+    "write_json",
+]
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once, at import (single-threaded): os.umask has no read-only form
+
+
+def file_mode() -> int:
+    """The mode a plain `open()` would give a new file here: 0o666 less the process umask."""
+    return 0o666 & ~_UMASK
+
+
+class NotRegularFile(OSError):
+    """A path that should be a regular file is a symbolic link, a folder, a device or a pipe."""
+
+
+def read_regular_bytes(path: Path) -> bytes:
+    """Read a regular file without following a symbolic link at `path` (records, locks and caches are evidence:
+    a link planted in their place is refused, not followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: the last component is a symbolic link
+            raise NotRegularFile(exc.errno, "is a symbolic link, not a regular file", str(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(0, "not a regular file", str(path))
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
+def open_append_nofollow(path: Path) -> Any:
+    """Open a log for appending (binary), refusing to follow a symbolic link planted at `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFile(0, "not a regular file", str(path))
+    return os.fdopen(fd, "ab")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -19,6 +75,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), file_mode())  # mkstemp makes 0600; give the usual umask mode
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -19,7 +19,59 @@ if TYPE_CHECKING:
     from cltoolkit.run.record import RunRecord
     from cltoolkit.run.spec import ExecutionResult, GridPoint, RunOutput, RunSpec
 
-__all__ = ["Analysis", "Executor", "Method", "Metric", "Suite"]
+__all__ = [
+    "NUMBER",
+    "NUMBER_MAP",
+    "NUMBER_OR_MAP",
+    "NUMBER_OR_NULL",
+    "Analysis",
+    "Executor",
+    "Method",
+    "Metric",
+    "Suite",
+    "ValueKind",
+    "value_problems",
+]
+
+#: Kinds of a recorded metric value: a finite number; a finite number or null ("not measured", where the suite's
+#: records say so); an object mapping names (tasks) to finite numbers or null.
+ValueKind = str
+NUMBER: ValueKind = "number"
+NUMBER_OR_NULL: ValueKind = "number-or-null"
+NUMBER_MAP: ValueKind = "number-map"
+NUMBER_OR_MAP: ValueKind = "number-or-map"
+
+
+def _is_number(value: object) -> bool:
+    import math
+
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def value_problems(metrics: dict[str, Any], expected: dict[str, ValueKind]) -> list[str]:
+    """One line per expected metrics field that is missing, not finite, or not of its kind."""
+    out = []
+    for key, kind in expected.items():
+        pointer = f"/metrics/{key.replace('~', '~0').replace('/', '~1')}"
+        if key not in metrics:
+            out.append(f"{pointer}: missing (the analysis needs it)")
+            continue
+        value = metrics[key]
+        if kind == NUMBER_OR_MAP:
+            kind = NUMBER_MAP if isinstance(value, dict) else NUMBER
+        if kind == NUMBER_MAP:
+            if not isinstance(value, dict) or not value:
+                out.append(f"{pointer}: expected an object of numbers, got {type(value).__name__}")
+            else:
+                bad = sorted(k for k, v in value.items() if v is not None and not _is_number(v))
+                if bad:
+                    out.append(f"{pointer}: not a finite number at {', '.join(bad)}")
+        elif not (_is_number(value) or (kind == NUMBER_OR_NULL and value is None)):
+            shown = "null" if value is None else type(value).__name__
+            out.append(
+                f"{pointer}: expected a finite number{' or null' if kind == NUMBER_OR_NULL else ''}, got {shown}"
+            )
+    return out
 
 
 class Method(ABC):
@@ -55,6 +107,16 @@ class Analysis(ABC):
     @abstractmethod
     def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
         """The suite's own summaries for the results block (JSON values)."""
+
+    def expected_values(self, protocol: ProtocolBase, record: RunRecord) -> dict[str, ValueKind]:
+        """The metrics fields a completed record of this run must hold, with their kinds. By default every declared
+        metric, as a finite number or an object of them (per task); suites whose records hold other fields, or whose
+        metrics apply to some comparisons only, say so here."""
+        return {m.id: NUMBER_OR_MAP for m in protocol.metrics}
+
+    def record_problems(self, protocol: ProtocolBase, record: RunRecord) -> list[str]:
+        """Why a completed record cannot be analysed (one line each, JSON pointers); empty when it can."""
+        return value_problems(record.metrics, self.expected_values(protocol, record))
 
     def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         """Suite-specific Markdown for the human report."""

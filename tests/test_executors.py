@@ -180,18 +180,24 @@ def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:  # type: ignore[
     assert status["counts"]["completed"] == 8
 
 
-def test_status_shows_partial_and_missing(toy, cli) -> None:  # type: ignore[no-untyped-def]
-    _protocol(toy, {"a": {}}, seeds=3)
+def test_status_shows_partial_refused_and_missing(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _protocol(toy, {"a": {}}, seeds=4)
     assert cli("run", "-p", "toy-v1", "--seeds", "0").exit_code == 0
     (toy.runs_dir / "toy-v1" / "a-s1").mkdir()
-    (toy.runs_dir / "toy-v1" / "a-s1" / "record.json").write_text('{"recordVersion": 1, "runId": ')  # half written
+    (toy.runs_dir / "toy-v1" / "a-s1" / "record.json").write_text('{"recordVersion": 1, "runId": ')  # truncated
+    (toy.runs_dir / "toy-v1" / "a-s2").mkdir()  # a run folder without a record: running, or its driver was killed
     status = json.loads(cli("status", "-p", "toy-v1", "--json").output)
     states = {r["runId"]: r["state"] for r in status["runs"]}
-    assert states == {"a-s0": "completed", "a-s1": "partial", "a-s2": "missing"}
+    assert states == {"a-s0": "completed", "a-s1": "refused", "a-s2": "partial", "a-s3": "missing"}
+    assert "unreadable record" in next(r["reason"] for r in status["runs"] if r["runId"] == "a-s1")
     rows = cli("status", "-p", "toy-v1").output.splitlines()
-    assert rows[2].split() == ["a", "ok", "P", "."]
+    assert rows[2].split() == ["a", "ok", "R", "P", "."]
+    refused = cli("run", "-p", "toy-v1")  # a record that cannot be trusted is named, never silently redone
+    assert refused.exit_code == 1 and "a-s1: unreadable record" in refused.output
+    assert (toy.runs_dir / "toy-v1" / "a-s1" / "record.json").exists()
+    (toy.runs_dir / "toy-v1" / "a-s1" / "record.json").unlink()
     out = cli("run", "-p", "toy-v1")
-    assert out.exit_code == 0 and "redoing a-s1: unreadable record" in out.output
+    assert out.exit_code == 0 and "redoing a-s2: no record" in out.output and "ran 3" in out.output
 
 
 @pytest.mark.dist

@@ -53,6 +53,19 @@ def fail(exc: CltError) -> typer.Exit:
     return typer.Exit(exc.exit_code)
 
 
+def environment_fault(exc: OSError) -> str | None:
+    """A one-line cause for faults of the machine rather than the program (read-only, full, not permitted)."""
+    import errno
+
+    return {
+        errno.EROFS: "the file system is read-only",
+        errno.ENOSPC: "no space left on the device (free some and run again: finished runs are kept)",
+        errno.EDQUOT: "disk quota exceeded",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "operation not permitted",
+    }.get(exc.errno or 0)
+
+
 def command(app: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
     """`@app.command()` that turns `CltError` into a message and an exit code."""
 
@@ -63,6 +76,11 @@ def command(app: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
                 return func(*a, **kw)
             except CltError as exc:
                 raise fail(exc) from None
+            except OSError as exc:
+                why = environment_fault(exc)
+                if why is None:
+                    raise  # not the environment: a bug keeps its traceback
+                raise fail(CltError(f"{exc.filename or 'a file'}: {why}; nothing half-written was kept")) from None
 
         app.command(*args, **kwargs)(wrapper)
         return func

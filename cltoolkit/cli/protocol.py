@@ -66,7 +66,7 @@ def verify(json_out: Json = False) -> None:
         print_json([{"protocol": o.protocol, "ok": o.ok, "sha256": o.expected} for o in outcomes])
         return
     for o in outcomes:
-        typer.echo(f"{o.protocol}: ok ({o.expected})")
+        typer.echo(f"{o.protocol}: ok ({o.expected})" + "".join(f"; {n}" for n in o.notes))
     typer.echo(f"{len(outcomes)} frozen protocol(s) verified")
 
 

@@ -22,11 +22,34 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--aggregate", help="Must equal the protocol's declared aggregate (refused otherwise)."),
         ] = None,
+        check: Annotated[
+            bool,
+            typer.Option(
+                "--check",
+                help="Recompute every committed results block from the records in place and fail on any difference "
+                "(writes nothing).",
+            ),
+        ] = False,
+        allow_mixed_code: Annotated[
+            bool,
+            typer.Option(
+                "--allow-mixed-code",
+                help="Report records of one comparison made by different component code (flagged in the report).",
+            ),
+        ] = False,
     ) -> None:
         """Refuse unearned results; otherwise write `results` and `status` and reports/<id>/report.{md,html}."""
-        from cltoolkit.gatekeeper.gatekeeper import report_protocol
+        from cltoolkit.gatekeeper.gatekeeper import check_results, report_protocol
 
-        out = report_protocol(project(), protocol, stage=stage, dry_run=dry_run, aggregate=aggregate)
+        if check:
+            for outcome in check_results(project(), protocol):
+                typer.echo(
+                    f"{protocol}: {outcome.source} (stage {outcome.stage}) reproduces from {outcome.records} records"
+                )
+            return
+        out = report_protocol(
+            project(), protocol, stage=stage, dry_run=dry_run, aggregate=aggregate, allow_mixed_code=allow_mixed_code
+        )
         if json_out:
             print_json(out.results.model_dump(mode="json"))
             return

@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
         gpus: Annotated[float, typer.Option("--gpus-per-run", help="GPUs each run needs.")] = 0.0,
         memory: Annotated[int | None, typer.Option("--memory-per-run", help="Memory each run needs (MB).")] = None,
         attempts: Annotated[int, typer.Option("--max-attempts", help="Attempts for a run whose process dies.")] = 2,
+        wait: Annotated[
+            bool, typer.Option("--wait", help="If another driver holds the store, wait for it instead of exiting.")
+        ] = False,
         json_out: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """Run a protocol's grid (skipping finished runs) and write one record per run."""
@@ -94,6 +97,7 @@ def register(app: typer.Typer) -> None:
                 on_result=progress.finished,
                 on_start=progress.started,
                 on_plan=planned,
+                wait=wait,
             )
         finally:
             progress.close()
@@ -121,6 +125,17 @@ def register(app: typer.Typer) -> None:
             )
         if any(state != "completed" for state in counts):
             raise typer.Exit(1)
+
+    @command(app, "seal")
+    def seal(
+        protocol: Annotated[str, typer.Option("--protocol", "-p", help="Protocol id or path.")],
+        pilot: Annotated[bool, typer.Option("--pilot", help="The pilot store of the current content.")] = False,
+    ) -> None:
+        """Seal the records written before records were sealed (once; values unchanged, a seal added)."""
+        from cltoolkit.run.status import seal_store
+
+        sealed, already = seal_store(project(), protocol, pilot=pilot)
+        typer.echo(f"{protocol}: sealed {sealed} record(s); {already} were sealed already")
 
     @command(app, "status")
     def status(

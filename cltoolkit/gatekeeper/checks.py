@@ -12,30 +12,8 @@ from cltoolkit.run.store import StoreScan
 __all__ = [
     "check_declared_aggregate",
     "check_no_duplicates",
-    "check_no_foreign_hash",
-    "check_no_pilot",
     "check_toolkit_versions",
 ]
-
-
-def check_no_foreign_hash(records: Sequence[RunRecord], sha256: str, where: str) -> None:
-    foreign = [r for r in records if r.protocol.sha256 != sha256]
-    if foreign:
-        hashes = sorted({r.protocol.sha256 for r in foreign})
-        raise Refusal(
-            f"{where}: {len(foreign)} record(s) were produced by another version of the protocol content "
-            f"({', '.join(hashes)}; frozen is {sha256}), e.g. run {foreign[0].runId}. Results of different "
-            "protocols are never mixed: move those records out, or bump the protocol and rerun"
-        )
-
-
-def check_no_pilot(records: Sequence[RunRecord], where: str) -> None:
-    pilots = [r.runId for r in records if r.protocol.pilot]
-    if pilots:
-        raise Refusal(
-            f"{where}: {len(pilots)} pilot record(s) in the official store (e.g. {pilots[0]}). Pilot runs never "
-            "report results: remove them and run the frozen protocol without --pilot"
-        )
 
 
 def check_no_duplicates(scan: StoreScan, where: str) -> None:

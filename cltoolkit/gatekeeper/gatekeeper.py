@@ -14,13 +14,8 @@ import numpy as np
 from cltoolkit import __version__
 from cltoolkit._io import atomic_write_text, dump_json
 from cltoolkit.errors import Refusal
-from cltoolkit.gatekeeper.checks import (
-    check_declared_aggregate,
-    check_no_duplicates,
-    check_no_foreign_hash,
-    check_no_pilot,
-    check_toolkit_versions,
-)
+from cltoolkit.gatekeeper.checks import check_declared_aggregate, check_no_duplicates, check_toolkit_versions
+from cltoolkit.gatekeeper.evidence import check_component_code, evidence_manifest
 from cltoolkit.gatekeeper.gates import Hypothesis, decide_gates
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
@@ -32,9 +27,10 @@ from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, replicate_key
 from cltoolkit.run.store import RunStore
+from cltoolkit.run.trust import planned_points, refuse_untrusted
 from cltoolkit.validation import load_protocol, validate_document
 
-__all__ = ["ReportOutcome", "check_budgets", "gatekeep", "report_protocol"]
+__all__ = ["CheckOutcome", "ReportOutcome", "check_budgets", "check_results", "gatekeep", "report_protocol"]
 
 LEDGER_QUANTITIES = (
     "environmentSteps",
@@ -164,7 +160,13 @@ def _hypotheses(
 
 
 def gatekeep(
-    project: Project, ref: str, *, stage: str | None = None, runs_dir: Path | None = None, aggregate: str | None = None
+    project: Project,
+    ref: str,
+    *,
+    stage: str | None = None,
+    runs_dir: Path | None = None,
+    aggregate: str | None = None,
+    allow_mixed_code: bool = False,
 ) -> tuple[LoadedProtocol, Results, list[RunRecord]]:
     """Apply every refusal rule and compute the results block (writes nothing)."""
     regs = registries(project.components_file)
@@ -176,11 +178,11 @@ def gatekeep(
     where = str(store.folder)
     scan = store.scan()
     records = list(scan.records.values())
-    check_no_duplicates(scan, where)
-    check_no_foreign_hash(records, lock.sha256, where)
-    check_no_pilot(records, where)
-    versions = check_toolkit_versions(records, protocol.analysis.allowMixedToolkitVersions, where)
     suite = regs.suite.get(protocol.suite)()
+    analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
+    refuse_untrusted(scan, where, protocol, lock.sha256, planned_points(suite, protocol), analysis)
+    check_no_duplicates(scan, where)
+    versions = check_toolkit_versions(records, protocol.analysis.allowMixedToolkitVersions, where)
     stage_id = protocol.stage(stage).id
     if protocol.stage(stage).purpose == "pilot":
         raise Refusal(
@@ -188,6 +190,8 @@ def gatekeep(
         )
     points = suite.plan(protocol, stage_id)
     by_id = {r.runId: r for r in records}
+    used = [by_id[p.run_id] for p in points if p.run_id in by_id]
+    mixed_code = check_component_code(used, allow_mixed_code, where)
     excluded: dict[str, str] = {}
     for rule in protocol.analysis.exclusions:
         for p in points:
@@ -214,7 +218,6 @@ def gatekeep(
                 }
             }
         ]
-    analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
     declared = {m.id for m in protocol.metrics}
     summaries = analysis.summaries(protocol, completed) if analysis and completed else {}
     results = Results(
@@ -235,15 +238,13 @@ def gatekeep(
         ],
         summaries=json.loads(json.dumps(summaries, allow_nan=False)),
         exclusions=exclusions,
-        resourceCosts=_costs(
-            completed,
-            [by_id[p.run_id] for p in points if p.run_id in by_id],
-            sum(1 for v in states.values() if v == "missing"),
-        ),
+        resourceCosts=_costs(completed, used, sum(1 for v in states.values() if v == "missing")),
         toolkitVersions=versions,
         reports=[],
+        evidence=evidence_manifest(used),
+        mixedComponentCode=mixed_code,
     )
-    return loaded, results, [by_id[p.run_id] for p in points if p.run_id in by_id]
+    return loaded, results, used
 
 
 def _with_units(protocol: ProtocolBase, gates: list[GateResult]) -> list[GateResult]:
@@ -328,9 +329,12 @@ def report_protocol(
     dry_run: bool = False,
     runs_dir: Path | None = None,
     aggregate: str | None = None,
+    allow_mixed_code: bool = False,
 ) -> ReportOutcome:
     """`clt report`: gatekeep, then write `results` and `status` into the protocol and the human reports."""
-    loaded, results, records = gatekeep(project, ref, stage=stage, runs_dir=runs_dir, aggregate=aggregate)
+    loaded, results, records = gatekeep(
+        project, ref, stage=stage, runs_dir=runs_dir, aggregate=aggregate, allow_mixed_code=allow_mixed_code
+    )
     reports: list[Path] = []
     if not dry_run:
         from cltoolkit.report.render import write_reports
@@ -353,3 +357,66 @@ def report_protocol(
         )
         atomic_write_text(loaded.path, dump_json(document, sort_keys=False, row_lists=("perRun",)))
     return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)
+
+
+@dataclass
+class CheckOutcome:
+    """One committed results block recomputed from the records in place."""
+
+    source: str
+    stage: str
+    records: int
+    differences: list[str]
+
+
+def _committed_blocks(project: Project, loaded: LoadedProtocol) -> list[tuple[str, dict[str, Any]]]:
+    """The protocol's own results block and every per-stage `reports/<id>/<stage>/results.json`."""
+    from cltoolkit.protocol.load import load_json_file
+
+    blocks: list[tuple[str, dict[str, Any]]] = []
+    own = loaded.document.get("results")
+    if isinstance(own, dict):
+        blocks.append((f"{loaded.path.name}: /results", own))
+    folder = project.reports_dir / loaded.id
+    for path in sorted(folder.glob("*/results.json")) if folder.is_dir() else []:
+        blocks.append((str(path.relative_to(project.root)), load_json_file(path)))
+    return blocks
+
+
+def check_results(project: Project, ref: str) -> list[CheckOutcome]:
+    """`clt report --check`: recompute every committed results block of a protocol from the records in place and
+    compare (everything but `measuredOn`). Raises `CheckFailed` naming each difference: an edited, added or removed
+    record, or code that now computes another number."""
+    from cltoolkit.errors import CheckFailed
+    from cltoolkit.protocol.lock import diff_documents
+    from cltoolkit.report.render import report_paths
+
+    regs = registries(project.components_file)
+    loaded = load_protocol(project.resolve_protocol(ref), regs)
+    blocks = _committed_blocks(project, loaded)
+    if not blocks:
+        raise CheckFailed(f"{loaded.id} has no results to check: report it first (`clt report --protocol {loaded.id}`)")
+    outcomes = []
+    for source, committed in blocks:
+        stage = committed.get("stage")
+        _, results, records = gatekeep(
+            project,
+            ref,
+            stage=stage if isinstance(stage, str) else None,
+            allow_mixed_code=bool(committed.get("mixedComponentCode")),
+        )
+        paths = report_paths(project, loaded.id, results.stage)
+        fresh = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in paths]})
+        now = json.loads(json.dumps(fresh.model_dump(mode="json"), allow_nan=False))
+        was = {k: v for k, v in committed.items() if k != "measuredOn"}
+        now.pop("measuredOn", None)
+        differences = [str(c) for c in diff_documents(was, now)]
+        outcomes.append(CheckOutcome(source, results.stage, len(records), differences))
+    failed = [o for o in outcomes if o.differences]
+    if failed:
+        lines = [f"{o.source}: {d}" for o in failed for d in o.differences[:50]]
+        raise CheckFailed(
+            f"{loaded.id}: {len(failed)} of {len(outcomes)} committed results block(s) do not reproduce from the "
+            "records in place (committed -> recomputed):\n" + "\n".join(lines)
+        )
+    return outcomes

@@ -10,7 +10,7 @@ from typing import Any
 
 from cltoolkit.errors import Problem, ValidationFailed, json_pointer
 
-__all__ = ["display_path", "json_pointer", "load_json_file", "loads_strict", "read_json_text"]
+__all__ = ["decode_json_bytes", "display_path", "json_pointer", "load_json_file", "loads_strict", "read_json_text"]
 
 
 def display_path(path: Path) -> str:
@@ -43,6 +43,17 @@ class _BadNumber(ValueError):
 
 def _reject_constant(name: str) -> float:
     raise _BadNumber(f"{name} is not valid JSON (NaN and Infinity are not numbers in JSON)")
+
+
+MAX_EXACT_INT = 2**53  # I-JSON (RFC 7493): integers beyond it are not exact in other readers, nor hashable by JCS
+
+
+def _bounded_int(text: str) -> int:
+    digits = text.lstrip("-")
+    if len(digits) > 16 or abs(int(text)) > MAX_EXACT_INT:
+        shown = text if len(text) <= 24 else f"{text[:12]}...({len(digits)} digits)"
+        raise _BadNumber(f"integer {shown} is out of range (JSON integers must lie within +-2^53)")
+    return int(text)
 
 
 def _finite_float(text: str) -> float:
@@ -80,7 +91,11 @@ def loads_strict(text: str, source: str = "", *, require_object: bool = True) ->
     where = source or "<input>"
     try:  # fast path: plain dicts; a repeated key falls through to the slow path, which locates every one
         value = json.loads(
-            text, object_pairs_hook=_fast_hook, parse_constant=_reject_constant, parse_float=_finite_float
+            text,
+            object_pairs_hook=_fast_hook,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
         )
     except (_Duplicate, json.JSONDecodeError, _BadNumber, RecursionError):
         pass
@@ -96,6 +111,7 @@ def loads_strict(text: str, source: str = "", *, require_object: bool = True) ->
             object_pairs_hook=_pairs_hook,
             parse_constant=_reject_constant,
             parse_float=_finite_float,
+            parse_int=_bounded_int,
         )
     except json.JSONDecodeError as exc:
         raise ValidationFailed(
@@ -127,14 +143,15 @@ def read_json_text(path: Path) -> str:
         raise ValidationFailed(problems=[Problem(display_path(path), "no such file")]) from None
     except OSError as exc:
         raise ValidationFailed(problems=[Problem(display_path(path), f"cannot read: {exc.strerror}")]) from None
+    return decode_json_bytes(raw, display_path(path))
+
+
+def decode_json_bytes(raw: bytes, where: str) -> str:
+    """UTF-8 text of a JSON file's bytes; non-UTF-8 and BOM-prefixed content are errors."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValidationFailed(
-            problems=[Problem(display_path(path), f"not UTF-8 (byte {exc.start}): {exc.reason}")]
-        ) from None
+        raise ValidationFailed(problems=[Problem(where, f"not UTF-8 (byte {exc.start}): {exc.reason}")]) from None
     if text.startswith("\ufeff"):
-        raise ValidationFailed(
-            problems=[Problem(display_path(path), "starts with a byte-order mark; save as plain UTF-8")]
-        )
+        raise ValidationFailed(problems=[Problem(where, "starts with a byte-order mark; save as plain UTF-8")])
     return text

@@ -135,15 +135,22 @@ class VerifyOutcome:
     expected: str
     actual: str | None
     problems: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
-def verify(project: Project) -> list[VerifyOutcome]:
-    """Recompute every locked protocol's hash; raise `CheckFailed` naming each change if any differs."""
+def verify(project: Project, *, history: bool = True) -> list[VerifyOutcome]:
+    """Recompute every locked protocol's hash and check each lock against its snapshot and (in git) its history;
+    also fail for a protocol that claims to be frozen or reported without a lock. Raise `CheckFailed` naming each
+    problem if any."""
+    from cltoolkit.protocol.lock_history import unlocked_problems
+
     outcomes = []
     lock_files = sorted(project.locks_dir.glob("*.lock.json")) if project.locks_dir.is_dir() else []
     for lock_file in lock_files:
         protocol_id = lock_file.name.removesuffix(".lock.json")
-        outcomes.append(_verify_one(project, protocol_id))
+        outcomes.append(_verify_one(project, protocol_id, history))
+    for protocol_id, problem in unlocked_problems(project):
+        outcomes.append(VerifyOutcome(protocol_id, False, "-", None, (problem,)))
     failed = [o for o in outcomes if not o.ok]
     if failed:
         lines = [f"{o.protocol}: {p}" for o in failed for p in o.problems]
@@ -156,7 +163,9 @@ def verify(project: Project) -> list[VerifyOutcome]:
     return outcomes
 
 
-def _verify_one(project: Project, protocol_id: str) -> VerifyOutcome:
+def _verify_one(project: Project, protocol_id: str, history: bool = True) -> VerifyOutcome:
+    from cltoolkit.protocol.lock_history import history_problems, snapshot_problems
+
     lock_file = project.lock_path(protocol_id)
     try:
         lock = read_lock(project, protocol_id)
@@ -165,27 +174,28 @@ def _verify_one(project: Project, protocol_id: str) -> VerifyOutcome:
     assert lock is not None
     if lock.protocol != protocol_id:
         return VerifyOutcome(protocol_id, False, lock.sha256, None, (f"{lock_file}: names protocol {lock.protocol!r}",))
+    snapshot = snapshot_path(project, protocol_id)
+    problems = snapshot_problems(snapshot, lock.sha256)
+    notes: list[str] = []
+    if history:
+        found, notes = history_problems(project, protocol_id)
+        problems += found
     path = project.protocol_path(protocol_id)
     if not path.is_file():
-        return VerifyOutcome(
-            protocol_id, False, lock.sha256, None, (f"locked, but its protocol file {path} is missing",)
-        )
+        problems.append(f"locked, but its protocol file {path} is missing")
+        return VerifyOutcome(protocol_id, False, lock.sha256, None, tuple(problems), tuple(notes))
     try:
         document = load_json_file(path)
         actual = protocol_hash(document)
     except (ValidationFailed, InputError) as exc:
-        return VerifyOutcome(protocol_id, False, lock.sha256, None, tuple(str(exc).splitlines()))
-    if actual == lock.sha256:
-        return VerifyOutcome(protocol_id, True, lock.sha256, actual, ())
-    problems = [f"hash {actual} differs from the lock {lock.sha256}"]
-    snapshot = snapshot_path(project, protocol_id)
-    if snapshot.is_file():
-        frozen = load_json_file(snapshot)
-        if protocol_hash(frozen) != lock.sha256:
-            problems.append(f"{snapshot} does not match its lock either; cannot name the changed fields")
+        return VerifyOutcome(protocol_id, False, lock.sha256, None, (*problems, *str(exc).splitlines()), tuple(notes))
+    if actual != lock.sha256:
+        problems.append(f"hash {actual} differs from the lock {lock.sha256}")
+        if snapshot.is_file() and not snapshot_problems(snapshot, lock.sha256):
+            problems.extend(str(c) for c in diff_documents(load_json_file(snapshot), hashed_content(document)))
         else:
-            problems.extend(str(c) for c in diff_documents(frozen, hashed_content(document)))
-    return VerifyOutcome(protocol_id, False, lock.sha256, actual, tuple(problems))
+            problems.append("its snapshot does not match the lock: cannot name the changed fields")
+    return VerifyOutcome(protocol_id, not problems, lock.sha256, actual, tuple(problems), tuple(notes))
 
 
 def require_frozen(project: Project, loaded: LoadedProtocol) -> Lock:

@@ -162,3 +162,9 @@ class Results(Strict):
     """Toolkit versions that produced the records."""
     reports: list[str]
     """Paths of the human-readable reports written beside this block."""
+    evidence: dict[str, str] = Field(default_factory=dict)
+    """The evidence manifest: run id -> seal (`sha256:...`) of every record this block was computed from.
+    `clt report --check` recomputes the block from the records in place and fails on any difference."""
+    mixedComponentCode: list[str] = Field(default_factory=list)
+    """Comparisons whose records came from different component code (only when reported with
+    `--allow-mixed-code`; otherwise such a report is refused). Shown in red in the report."""

@@ -42,6 +42,20 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         "",
         f"Goal: {p.goal}",
         "",
+        f"Evidence: {len(r.evidence)} sealed run record(s), each pinned by its seal in the results block "
+        f"(`evidence`); `clt report --protocol {p.id} --check` recomputes these results from them.",
+        "",
+        *(
+            [
+                "**WARNING: records of one comparison come from different component code (reported with "
+                "--allow-mixed-code):**",
+                "",
+                *(f"- **WARNING: {line}**" for line in r.mixedComponentCode),
+                "",
+            ]
+            if r.mixedComponentCode
+            else []
+        ),
         "## Runs",
         "",
         "| planned | completed | failed | crashed | timeout | missing | excluded |",
@@ -339,6 +353,9 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+_WARN = ' style="color:#b00020"'
+
+
 def _md_to_html(md: str) -> str:
     out, table = [], False
     for line in md.splitlines():
@@ -362,9 +379,9 @@ def _md_to_html(md: str) -> str:
             level = len(line) - len(line.lstrip("#"))
             out.append(f"<h{level}>{inline[level:].strip()}</h{level}>")
         elif line.startswith("- "):
-            out.append(f"<li>{inline[2:]}</li>")
+            out.append(f"<li{_WARN if 'WARNING:' in line else ''}>{inline[2:]}</li>")
         elif line.strip():
-            out.append(f"<p>{inline}</p>")
+            out.append(f"<p{_WARN if line.startswith('**WARNING:') else ''}>{inline}</p>")
     if table:
         out.append("</table>")
     return "\n".join(out)
@@ -389,10 +406,14 @@ def write_reports(
         "<!doctype html><html><head><meta "
         f"charset='utf-8'><title>{loaded.id}</title><style>{style}</style></head><body>{body}</body></html>\n"
     )
-    written = []
-    for folder in (project.reports_dir / loaded.id, project.stage_reports_dir(loaded.id, results.stage)):
-        md_path, html_path = folder / "report.md", folder / "report.html"
+    written = report_paths(project, loaded.id, results.stage)
+    for md_path, html_path in zip(written[::2], written[1::2], strict=True):
         atomic_write_text(md_path, md)
         atomic_write_text(html_path, page)
-        written += [md_path, html_path]
     return written
+
+
+def report_paths(project: Project, protocol_id: str, stage: str) -> list[Path]:
+    """Where `write_reports` writes: report.md and report.html under reports/<id>/ and reports/<id>/<stage>/."""
+    folders = (project.reports_dir / protocol_id, project.stage_reports_dir(protocol_id, stage))
+    return [folder / name for folder in folders for name in ("report.md", "report.html")]

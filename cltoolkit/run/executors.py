@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from cltoolkit._io import write_json
+from cltoolkit._io import open_append_nofollow, write_json
 from cltoolkit.components import Executor
 from cltoolkit.run.spec import ExecutionResult, RunOutput, RunSpec
 
-__all__ = ["LocalExecutor", "job_payload", "output_from"]
+__all__ = ["LocalExecutor", "job_payload", "output_from", "worker_command"]
 
 POLL_S = 0.25  # how often the driver wakes while waiting for runs (signals are handled then at the latest)
 
@@ -94,14 +94,23 @@ class _Children:
                 proc.kill()
 
 
+def worker_command() -> list[str]:
+    """The worker's command line. `-P`: the working directory is not on the module path (a module planted there,
+    named like a dependency, must not run); `-s`: no user site-packages unless the driver itself uses them."""
+    import site
+
+    user_site = site.ENABLE_USER_SITE and any(p == site.getusersitepackages() for p in sys.path)
+    return [sys.executable, "-P", *([] if user_site else ["-s"]), "-m", "cltoolkit.run.worker"]
+
+
 def _attempt(
     spec: RunSpec, job_file: Path, timeout_s: float | None, children: _Children
 ) -> tuple[str, str, RunOutput | None, int | None]:
     assert spec.run_dir is not None
     out = spec.run_dir / f"output-{uuid.uuid4().hex[:12]}.json"  # this attempt's own file: no stale output is read
     (spec.run_dir / "error.json").unlink(missing_ok=True)
-    with open(spec.run_dir / "log.txt", "ab") as log:
-        proc = children.start([sys.executable, "-m", "cltoolkit.run.worker", str(job_file), out.name], log)
+    with open_append_nofollow(spec.run_dir / "log.txt") as log:
+        proc = children.start([*worker_command(), str(job_file), out.name], log)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

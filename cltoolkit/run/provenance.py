@@ -11,7 +11,15 @@ from pathlib import Path
 
 from cltoolkit import __version__
 
-__all__ = ["git_state", "hardware_text", "package_versions", "platform_text", "toolkit_version"]
+__all__ = [
+    "component_source",
+    "git_state",
+    "hardware_text",
+    "hostname",
+    "package_versions",
+    "platform_text",
+    "toolkit_version",
+]
 
 _PACKAGES = ("numpy", "scipy", "pydantic", "torch", "gymnasium", "minigrid", "mujoco", "dm_control", "ray")
 
@@ -65,6 +73,12 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
 def platform_text() -> str:
     return f"{platform.system()} {platform.release()} {platform.machine()}"
 
@@ -87,3 +101,48 @@ def hardware_text() -> str:
 
 def python_version() -> str:
     return sys.version.split()[0]
+
+
+@functools.cache
+def _distribution_of(module: str) -> tuple[str | None, str | None]:
+    top = module.split(".")[0]
+    names = metadata.packages_distributions().get(top, []) or [top]  # an editable install maps no files
+    name = sorted(names)[0]
+    try:
+        return name, metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None, None
+
+
+@functools.cache
+def _source_digest(root: str, single_file: bool) -> str:
+    """SHA-256 over (relative path, bytes) of the `.py` files under `root` (or of the one file), in path order."""
+    import hashlib
+
+    base = Path(root)
+    files = [base] if single_file else sorted(p for p in base.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for path in files:
+        rel = path.name if single_file else path.relative_to(base).as_posix()
+        data = path.read_bytes()
+        digest.update(f"{rel}\0{len(data)}\0".encode())
+        digest.update(data)
+    return "sha256:" + digest.hexdigest()
+
+
+def component_source(target: str) -> dict[str, str | None]:
+    """Where the code of a registered component (`module:attr`) comes from: its distribution and version and a
+    digest of its source files (the package folder of its module, or the module file for a top-level module)."""
+    import importlib.util
+
+    module = target.split(":", 1)[0]
+    spec = importlib.util.find_spec(module)
+    origin = spec.origin if spec is not None else None
+    if origin is None or not origin.endswith(".py"):
+        source = "sha256:" + "0" * 64  # built-in or compiled: no source files to digest
+    elif "." in module or Path(origin).name == "__init__.py":
+        source = _source_digest(str(Path(origin).parent), False)
+    else:
+        source = _source_digest(origin, True)
+    distribution, version = _distribution_of(module)
+    return {"target": target, "distribution": distribution, "version": version, "sourceSha256": source}

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cltoolkit._io import open_append_nofollow
 from cltoolkit.components import Executor
 from cltoolkit.errors import InputError, Refusal
 from cltoolkit.run.executors import job_payload, output_from
@@ -37,12 +38,12 @@ def _ray_task(job: dict[str, Any]) -> dict[str, Any]:
 
     run_dir = Path(job["runDir"])
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / ATTEMPTS, "a") as marks:
-        marks.write(f"{os.getpid()} {time.time():.3f}\n")
+    with open_append_nofollow(run_dir / ATTEMPTS) as marks:
+        marks.write(f"{os.getpid()} {time.time():.3f}\n".encode())
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    with open(run_dir / "log.txt", "ab") as log:
+    with open_append_nofollow(run_dir / "log.txt") as log:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         try:

@@ -1,36 +1,50 @@
-"""The run record (DESIGN.md section 3): versioned, with provenance, written atomically, never lying.
+"""The run record (DESIGN.md section 3): versioned, with provenance, sealed, written atomically, never lying.
 
 Readers migrate older `recordVersion`s through `MIGRATIONS` and refuse newer ones.
+
+A record is sealed: its `seal` is `sha256:` + the hex SHA-256 of the RFC 8785 (JCS) bytes of the record's JSON
+object without the `seal` key (seal algorithm `jcs-sha256/v1`, as the protocol hash). The driver writes it; every
+reader checks it against the bytes on disk, so an edit made after the run (by hand or by a tool) is detected.
+Records of version 1 were written before sealing: they read as unsealed (`seal` is None) until `clt seal` seals
+them once, which adds the seal and nothing else (their values are kept byte for byte).
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import rfc8785
 from pydantic import Field, JsonValue, ValidationError
 
-from cltoolkit._io import write_json
+from cltoolkit._io import NotRegularFile, dump_json, read_regular_bytes, write_json
 from cltoolkit.errors import Problem, Refusal, ValidationFailed, pydantic_problems
 from cltoolkit.protocol._base import Strict
-from cltoolkit.protocol.load import loads_strict, read_json_text
+from cltoolkit.protocol.load import decode_json_bytes, display_path, loads_strict
 
 __all__ = [
     "MIGRATIONS",
     "RECORD_VERSION",
+    "SEAL_ALGORITHM",
+    "ComponentSource",
     "Ledger",
     "Provenance",
     "RunRecord",
     "read_record",
+    "record_seal",
+    "seal_record_file",
     "write_record",
 ]
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+SEAL_ALGORITHM = "jcs-sha256/v1"
 #: from-version -> function turning a record of that version into one of the next version.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+#: 1 -> 2 adds the optional `seal` and `provenance.components`: a version-1 record reads as unsealed.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: lambda data: data}
 
 RunState = Literal["completed", "failed", "crashed", "timeout", "interrupted"]
 
@@ -95,6 +109,20 @@ class Ledger(Strict):
     """Trainable parameters of the final model."""
 
 
+class ComponentSource(Strict):
+    """The code of one registered component a run used."""
+
+    target: str
+    """Its registry target, `module:attr`."""
+    distribution: str | None
+    """The installed distribution that provides the module (None for a module outside any distribution)."""
+    version: str | None
+    """That distribution's version."""
+    sourceSha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    """SHA-256 over the component's source files (the package folder of its module, or the module file alone
+    when it is a top-level module): each file's path relative to that folder and its bytes, in path order."""
+
+
 class Provenance(Strict):
     """Where and how the record was produced."""
 
@@ -124,13 +152,21 @@ class Provenance(Strict):
     """Start (UTC)."""
     finishedAt: datetime.datetime
     """End (UTC)."""
+    components: dict[str, ComponentSource] | None = None
+    """`<kind>:<name>` -> the code of every registered component the run used (suite, method, metrics, analysis).
+    None in records written before it was recorded."""
+    node: dict[str, JsonValue] | None = None
+    """Where the run ran (hostname; a cluster node id and resources where the executor knows them)."""
 
 
 class RunRecord(Strict):
     """One attempted run of a protocol."""
 
-    recordVersion: Literal[1]
-    """Format version of this record."""
+    recordVersion: Literal[2]
+    """Format version of this record (readers migrate older ones)."""
+    seal: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
+    """`sha256:` + SHA-256 of the RFC 8785 bytes of this record without `seal`. Required in files of version 2;
+    None only for a version-1 record read before it was sealed."""
     runId: str
     """Deterministic run id."""
     protocol: ProtocolRef
@@ -152,22 +188,62 @@ class RunRecord(Strict):
     """Provenance."""
 
 
+def record_seal(data: dict[str, Any]) -> str:
+    """The seal of a record's JSON object: SHA-256 of its RFC 8785 bytes without the `seal` key."""
+    body = {k: v for k, v in data.items() if k != "seal"}
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+
+
+def _read_raw(path: Path) -> tuple[str, dict[str, Any]]:
+    where = display_path(path)
+    try:
+        raw = read_regular_bytes(path)
+    except NotRegularFile as exc:
+        raise ValidationFailed(problems=[Problem(where, exc.strerror or "not a regular file")]) from None
+    except FileNotFoundError:
+        raise ValidationFailed(problems=[Problem(where, "no such file")]) from None
+    except OSError as exc:
+        raise ValidationFailed(problems=[Problem(where, f"cannot read: {exc.strerror}")]) from None
+    text = decode_json_bytes(raw, where)
+    return text, loads_strict(text, where)
+
+
 def read_record(path: Path) -> RunRecord:
-    """Read a record, migrating older versions; refuse newer ones and anything malformed."""
-    text = read_json_text(path)
-    data = loads_strict(text, str(path))
+    """Read a record (a regular file: a symbolic link is refused), check its seal, migrate older versions; refuse
+    newer ones and anything malformed. A version-1 record comes back unsealed (`seal` None)."""
+    text, data = _read_raw(path)
+    where = display_path(path)
     version = data.get("recordVersion")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise ValidationFailed(problems=[Problem(f"{path}: /recordVersion", "missing or not an integer")])
+        raise ValidationFailed(problems=[Problem(f"{where}: /recordVersion", "missing or not an integer")])
     if version > RECORD_VERSION:
         raise Refusal(
-            f"{path}: recordVersion {version} is newer than this toolkit reads ({RECORD_VERSION}); upgrade clt"
+            f"{where}: recordVersion {version} is newer than this toolkit reads ({RECORD_VERSION}); upgrade clt"
         )
+    if version >= 2:
+        seal = data.get("seal")
+        if not isinstance(seal, str):
+            raise ValidationFailed(problems=[Problem(f"{where}: /seal", "missing: every record is sealed")])
+        try:
+            actual = record_seal(data)
+        except rfc8785.CanonicalizationError as exc:
+            raise ValidationFailed(problems=[Problem(where, f"cannot canonicalize (RFC 8785): {exc}")]) from None
+        if actual != seal:
+            raise ValidationFailed(
+                problems=[
+                    Problem(
+                        f"{where}: /seal",
+                        f"does not match the content (content {actual}): the record was changed after it was written",
+                    )
+                ]
+            )
+    elif "seal" in data:
+        raise ValidationFailed(problems=[Problem(f"{where}: /seal", "a version-1 record carries no seal")])
     migrated = version < RECORD_VERSION
     while version < RECORD_VERSION:
         if version not in MIGRATIONS:
             raise ValidationFailed(
-                problems=[Problem(f"{path}: /recordVersion", f"no migration from version {version}")]
+                problems=[Problem(f"{where}: /recordVersion", f"no migration from version {version}")]
             )
         data = MIGRATIONS[version](data)
         version += 1
@@ -175,9 +251,28 @@ def read_record(path: Path) -> RunRecord:
     try:
         return RunRecord.model_validate_json(json.dumps(data) if migrated else text, strict=True)
     except ValidationError as exc:
-        raise ValidationFailed(problems=pydantic_problems(exc, str(path))) from None
+        raise ValidationFailed(problems=pydantic_problems(exc, where)) from None
 
 
 def write_record(path: Path, record: RunRecord) -> None:
-    """Atomic write, sorted keys, no NaN."""
-    write_json(path, record.model_dump(mode="json"))
+    """Seal, then write atomically (sorted keys, no NaN)."""
+    data = record.model_dump(mode="json")
+    data["seal"] = record_seal(data)
+    write_json(path, data)
+
+
+def seal_record_file(path: Path) -> bool:
+    """Seal a version-1 record once: the same JSON values, `recordVersion` 2 and its `seal`. Returns whether it
+    changed anything (a sealed record is left as it is; a broken one raises)."""
+    _, data = _read_raw(path)
+    if data.get("recordVersion") != 1:
+        read_record(path)  # a sealed record must verify
+        return False
+    read_record(path)  # validates the version-1 content
+    data["recordVersion"] = RECORD_VERSION
+    data["seal"] = record_seal(data)
+    text = dump_json(data)
+    from cltoolkit._io import atomic_write_text
+
+    atomic_write_text(path, text)
+    return True

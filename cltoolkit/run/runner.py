@@ -19,15 +19,16 @@ from cltoolkit.errors import InputError, Refusal
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.lock import read_lock, require_frozen
+from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.validate import LoadedProtocol
-from cltoolkit.registry import registries
+from cltoolkit.registry import Registries, registries
 from cltoolkit.run import provenance
 from cltoolkit.run.record import RECORD_VERSION, RunRecord
 from cltoolkit.run.spec import ExecutionResult, GridPoint, RunSpec
 from cltoolkit.run.store import RunStore
 from cltoolkit.validation import load_protocol, validate_document
 
-__all__ = ["RunSummary", "Selection", "apply_sets", "plan_runs", "run_protocol"]
+__all__ = ["RunSummary", "Selection", "apply_sets", "components_used", "plan_runs", "run_protocol"]
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,14 @@ def apply_sets(document: dict[str, Any], sets: Sequence[str]) -> dict[str, Any]:
         for part in parts[:-1]:
             try:
                 target = target[int(part)] if isinstance(target, list) else target[part]
-            except (KeyError, IndexError, ValueError):
+            except (KeyError, IndexError, ValueError, TypeError):
                 raise InputError(f"--set {item!r}: no field {part!r} in the protocol") from None
         last = parts[-1]
         if isinstance(target, list):
+            if not last.lstrip("-").isdigit() or not -len(target) <= int(last) < len(target):
+                raise InputError(
+                    f"--set {item!r}: {'.'.join(parts[:-1])} is a list of {len(target)}; {last!r} is not an index in it"
+                )
             target[int(last)] = value
         elif isinstance(target, dict):
             target[last] = value
@@ -100,7 +105,23 @@ def plan_runs(loaded: LoadedProtocol, stage: str | None, selection: Selection = 
     return [p for p in suite.plan(loaded.model, stage) if selection.keep(p)]
 
 
-def _record(spec: RunSpec, result: ExecutionResult, started: datetime.datetime, project: Project) -> RunRecord:
+def components_used(regs: Registries, protocol: ProtocolBase, method: str) -> dict[str, dict[str, str | None]]:
+    """`<kind>:<name>` -> the code (distribution, version, source digest) of each registered component a run of
+    `method` uses: the suite, the method, every declared metric and the suite's analysis."""
+    suite = regs.suite.get(protocol.suite)
+    used = [("suite", protocol.suite), ("method", method), *(("metric", m.id) for m in protocol.metrics)]
+    if suite.analysis:
+        used.append(("analysis", suite.analysis))
+    return {f"{kind}:{name}": provenance.component_source(regs[kind].target(name)) for kind, name in used}
+
+
+def _record(
+    spec: RunSpec,
+    result: ExecutionResult,
+    started: datetime.datetime,
+    project: Project,
+    components: dict[str, dict[str, str | None]] | None = None,
+) -> RunRecord:
     commit, dirty = provenance.git_state(project.root)
     output = result.output
     finished = datetime.datetime.now(datetime.UTC)
@@ -129,6 +150,8 @@ def _record(spec: RunSpec, result: ExecutionResult, started: datetime.datetime, 
                 "wallClockSeconds": round(result.wall_clock_s, 3),
                 "startedAt": started,
                 "finishedAt": finished,
+                "components": components,
+                "node": result.node or {"hostname": provenance.hostname()},
             },
         },
         strict=False,
@@ -155,8 +178,12 @@ def run_protocol(
     on_result: Callable[[ExecutionResult, int, int], None] | None = None,
     on_start: Callable[[RunSpec], None] | None = None,
     on_plan: Callable[[RunSummary], None] | None = None,
+    wait: bool = False,
 ) -> RunSummary:
-    """Run the (selected) grid of a protocol's stage; returns what ran."""
+    """Run the (selected) grid of a protocol's stage; returns what ran.
+
+    The driver holds the store's lock for the whole grid (a second driver on the same store is refused, or waits
+    with `wait`), refuses a store holding corrupt records, and removes only records of runs it starts itself."""
     regs = registries(project.components_file)
     path = project.resolve_protocol(ref)
     loaded = load_protocol(path, regs)
@@ -183,7 +210,38 @@ def run_protocol(
         )
     base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
     store = RunStore(base, loaded.id)
+    with store.driver_lock(wait=wait):
+        return _run_locked(
+            project, regs, loaded, digest, pilot, store, stage, selection, workers, timeout_s, threads,
+            max_attempts, executor, executor_options, cpus, gpus, memory_mb, on_result, on_start, on_plan,
+        )  # fmt: skip
+
+
+def _run_locked(
+    project: Project,
+    regs: Registries,
+    loaded: LoadedProtocol,
+    digest: str,
+    pilot: bool,
+    store: RunStore,
+    stage: str | None,
+    selection: Selection,
+    workers: int | None,
+    timeout_s: float | None,
+    threads: int,
+    max_attempts: int,
+    executor: str,
+    executor_options: dict[str, Any] | None,
+    cpus: float,
+    gpus: float,
+    memory_mb: int | None,
+    on_result: Callable[[ExecutionResult, int, int], None] | None,
+    on_start: Callable[[RunSpec], None] | None,
+    on_plan: Callable[[RunSummary], None] | None,
+) -> RunSummary:
+    store.clean_stale()
     scan = store.scan()
+    store.refuse_corrupt(scan)
     store.refuse_foreign(scan, digest)
     points = plan_runs(loaded, stage, selection)
     stage_id = loaded.model.stage(stage).id
@@ -224,6 +282,7 @@ def run_protocol(
     runner = regs.executor.get(executor)(
         project.components_file if project.components_file.is_file() else None, **(executor_options or {})
     )
+    code = {m: components_used(regs, loaded.model, m) for m in sorted({s.method for s in specs})}
     grid_start = datetime.datetime.now(datetime.UTC)
     started: dict[str, datetime.datetime] = {}  # runs the executor has started (on_start), with the time
     done: set[str] = set()
@@ -241,7 +300,10 @@ def run_protocol(
         for result in runner.execute(
             specs, workers=workers or os.cpu_count() or 1, timeout_s=timeout_s, on_start=begin
         ):
-            store.write(_record(result.spec, result, started.get(result.spec.run_id, grid_start), project))
+            record = _record(
+                result.spec, result, started.get(result.spec.run_id, grid_start), project, code[result.spec.method]
+            )
+            store.write(record)
             done.add(result.spec.run_id)
             summary.results.append(result)
             if on_result:
@@ -250,7 +312,7 @@ def run_protocol(
         for spec in specs:  # runs that never started stay as they were (missing, or their earlier record)
             if spec.run_id in started and spec.run_id not in done:
                 interrupted = ExecutionResult(replace(spec), "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
-                store.write(_record(spec, interrupted, started[spec.run_id], project))
+                store.write(_record(spec, interrupted, started[spec.run_id], project, code[spec.method]))
         raise
     finally:
         runner.close()

@@ -104,3 +104,5 @@ class ExecutionResult:
     wall_clock_s: float
     output: RunOutput | None = None
     torch_threads: int | None = None
+    node: dict[str, Any] | None = None
+    """Where it ran, where the executor knows more than the driver's hostname (a Ray node id, resources)."""

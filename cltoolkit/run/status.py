@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cltoolkit.errors import CltError, Refusal
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.registry import registries
 from cltoolkit.run.store import RunStore
+from cltoolkit.run.trust import planned_points, record_problems
 from cltoolkit.validation import load_protocol
 
-__all__ = ["STATE_LETTERS", "grid_status"]
+__all__ = ["STATE_LETTERS", "grid_status", "seal_store"]
 
 STATE_LETTERS = {
     "completed": "ok",
@@ -20,11 +22,14 @@ STATE_LETTERS = {
     "timeout": "T",
     "interrupted": "I",
     "partial": "P",
+    "refused": "R",
     "foreign": "X",
     "missing": ".",
 }
-"""States shown by `clt status`: record states, `partial` (a run folder without a readable record: running,
-interrupted by a killed driver, or half written), `foreign` (a record of other protocol content), `missing`."""
+"""States shown by `clt status`: record states, `partial` (a run folder without a record: running, or interrupted
+by a killed driver), `refused` (a record that cannot be trusted: unreadable, a broken seal, a symbolic link, a
+folder holding another run's record, unsealed, a spec or values that disagree with the plan), `foreign` (a record
+of other protocol content), `missing`."""
 
 
 def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: bool = False) -> dict[str, Any]:
@@ -34,22 +39,26 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
     base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
     store = RunStore(base, loaded.id)
     scan = store.scan()
-    broken = {
-        Path(p.where).parent.name if Path(p.where).name == "record.json" else Path(p.where).name: p.message
-        for p in scan.broken
-    }
+    partial = {Path(p.where).name: p.message for p in scan.partial}
     suite = regs.suite.get(loaded.model.suite)()
+    analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
+    planned = planned_points(suite, loaded.model)
     st = loaded.model.stage(stage)
     runs = []
     declared = {m.id for m in loaded.model.metrics}
     for point in suite.plan(loaded.model, st.id):
         rec = scan.records.get(point.run_id)
-        if rec is not None and rec.protocol.sha256 != digest:
+        problems = record_problems(rec, loaded.model, rec.protocol.sha256, planned, analysis) if rec is not None else []
+        if point.run_id in scan.corrupt:
+            state, reason, attempts = "refused", scan.corrupt[point.run_id], 0
+        elif rec is not None and rec.protocol.sha256 != digest:
             state, reason, attempts = "foreign", f"record of {rec.protocol.sha256[:19]}...", rec.status.attempts
+        elif rec is not None and problems and not pilot:
+            state, reason, attempts = "refused", "; ".join(problems), rec.status.attempts
         elif rec is not None:
             state, reason, attempts = rec.status.state, rec.status.reason, rec.status.attempts
-        elif point.run_id in broken:
-            state, reason, attempts = "partial", broken[point.run_id], 0
+        elif point.run_id in partial:
+            state, reason, attempts = "partial", partial[point.run_id], 0
         else:
             state, reason, attempts = "missing", "", 0
         scores = (
@@ -79,3 +88,29 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
         "counts": counts,
         "runs": runs,
     }
+
+
+def seal_store(project: Project, ref: str, *, pilot: bool = False) -> tuple[int, int]:
+    """Seal every version-1 record of a protocol's store once (under the store's driver lock); returns (sealed,
+    already sealed). Values are kept as they are: the seal only makes later edits detectable. A record that is
+    not readable, or whose seal does not verify, is refused by name and nothing is sealed."""
+    from cltoolkit.run.record import seal_record_file
+    from cltoolkit.run.store import RECORD
+
+    regs = registries(project.components_file)
+    loaded = load_protocol(project.resolve_protocol(ref), regs)
+    digest = protocol_hash(loaded.document)
+    base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
+    store = RunStore(base, loaded.id)
+    with store.driver_lock():
+        scan = store.scan()
+        store.refuse_corrupt(scan)
+        sealed = already = 0
+        for run_id in sorted(scan.records):
+            try:
+                changed = seal_record_file(store.run_dir(run_id) / RECORD)
+            except CltError as exc:
+                raise Refusal(f"{run_id}: {exc.message}") from None
+            sealed += changed
+            already += not changed
+    return sealed, already

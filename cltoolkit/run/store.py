@@ -1,21 +1,33 @@
 """The run store: `runs/<protocol-id>/<run-id>/record.json` (official) or `pilot-runs/...` (pilot).
 
-Lists records per protocol id and hash; detects partial writes (a run directory without a readable record);
-refuses a store holding another hash of the same protocol id.
+Lists records per protocol id and hash. A run folder without a record is *partial* (running, or interrupted);
+a record that cannot be trusted (unreadable, truncated, an unknown field, a broken seal, a symbolic link, a folder
+named for another run) is *corrupt*: it is named and refused, never counted as missing. One driver at a time
+holds the store's lock (`<base>/.<protocol-id>.driver.lock`) for its whole grid.
 """
 
 from __future__ import annotations
 
+import datetime
+import errno
+import json
 import os
+import socket
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cltoolkit._io import file_mode
 from cltoolkit.errors import CltError, Problem, Refusal
 from cltoolkit.run.record import RunRecord, read_record, write_record
 
-__all__ = ["RunStore", "StoreScan"]
+__all__ = ["LOCK_FILE", "RECORD", "RunStore", "StoreScan"]
 
 RECORD = "record.json"
+LOCK_FILE = ".driver.lock"  # suffix of the lock file beside the store
 
 
 @dataclass
@@ -23,11 +35,18 @@ class StoreScan:
     """What a store holds for one protocol id."""
 
     records: dict[str, RunRecord] = field(default_factory=dict)
-    """run id -> record (the record's own runId)."""
-    broken: list[Problem] = field(default_factory=list)
-    """Run directories whose record is missing, partial or invalid (they are redone / reported)."""
+    """run id -> record (the record's own runId, which equals its folder's name)."""
+    partial: list[Problem] = field(default_factory=list)
+    """Run folders without a record (a run still going, or one interrupted by a killed driver): redone later."""
+    corrupt: dict[str, str] = field(default_factory=dict)
+    """Run folder name -> why its record cannot be trusted. Refused by name, never counted as missing."""
     duplicates: list[str] = field(default_factory=list)
     """Run ids held by more than one record."""
+
+    @property
+    def broken(self) -> list[Problem]:
+        """Partial folders and corrupt records together (where = run folder)."""
+        return self.partial + [Problem(name, why) for name, why in sorted(self.corrupt.items())]
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,11 @@ class RunStore:
 
     def run_dir(self, run_id: str) -> Path:
         return self.folder / run_id
+
+    @property
+    def lock_path(self) -> Path:
+        """`<base>/.<protocol-id>.driver.lock`, beside the store (so a refused grid leaves its folder untouched)."""
+        return self.base / f".{self.protocol_id}{LOCK_FILE}"
 
     def scan(self) -> StoreScan:
         scan = StoreScan()
@@ -60,18 +84,40 @@ class RunStore:
         return scan
 
     def _scan(self, scan: StoreScan) -> None:
-        names = sorted(entry.name for entry in os.scandir(self.folder) if entry.is_dir())
-        for run_dir in (self.folder / name for name in names):
-            path = run_dir / RECORD
-            if not path.exists():
-                scan.broken.append(Problem(str(run_dir), "no record (interrupted or still running)"))
+        entries = sorted(os.scandir(self.folder), key=lambda e: e.name)
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue  # the driver lock, stage caches
+            if entry.is_symlink():
+                scan.corrupt[entry.name] = "the run folder is a symbolic link (records are read only inside the store)"
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            path = Path(entry.path) / RECORD
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                scan.partial.append(Problem(entry.path, "no record (interrupted or still running)"))
+                continue
+            if not stat.S_ISREG(mode):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+                scan.corrupt[entry.name] = f"record.json is {kind}"
                 continue
             try:
                 record = read_record(path)
             except CltError as exc:
-                scan.broken.append(Problem(str(path), f"unreadable record: {exc.message.splitlines()[0]}"))
+                first = exc.problems[0] if exc.problems else None
+                why = f"{first.where.rsplit(RECORD, 1)[-1].lstrip(': ') or '/'}: {first.message}" if first else ""
+                scan.corrupt[entry.name] = f"unreadable record ({why or exc.message.splitlines()[0]})"
                 continue
-            if record.runId in scan.records or record.runId != run_dir.name:
+            if record.runId != entry.name:
+                scan.corrupt[entry.name] = (
+                    f"holds a record of run {record.runId!r}, not of its own name (a copied or renamed folder: more "
+                    "than one record for one run)"
+                )
+                scan.duplicates.append(record.runId)
+                continue
+            if record.runId in scan.records:
                 scan.duplicates.append(record.runId)
             scan.records.setdefault(record.runId, record)
 
@@ -90,3 +136,76 @@ class RunStore:
                 f"this protocol is {sha256}. Records of different protocol content are never mixed: use a new "
                 "runs directory, or bump the protocol to a new version"
             )
+
+    def refuse_corrupt(self, scan: StoreScan) -> None:
+        """Refuse a store holding records that cannot be trusted, naming each (nothing is redone over them)."""
+        if scan.corrupt:
+            raise Refusal(
+                f"{self.folder}: {len(scan.corrupt)} record(s) cannot be trusted and are refused:\n"
+                + "\n".join(f"{name}: {why}" for name, why in sorted(scan.corrupt.items()))
+                + "\nRestore them (e.g. `git checkout -- <folder>`) or move them out of the store; nothing was run"
+            )
+
+    @contextmanager
+    def driver_lock(self, *, wait: bool = False, poll_s: float = 0.5) -> Iterator[None]:
+        """Hold the store's lock for a whole grid: a second driver exits at once naming the holder (or waits).
+
+        An advisory `flock` on `lock_path`, released by the kernel when the holder dies; the file
+        names the holder (pid, host, start time) for the message."""
+        import fcntl
+
+        self.base.mkdir(parents=True, exist_ok=True)
+        path = self.lock_path
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, file_mode())
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if not wait:
+                        raise Refusal(
+                            f"{self.folder} is in use by another clt driver ({_holder(fd)}); two drivers on one "
+                            "store would compute runs twice. Wait for it to finish, or pass --wait"
+                        ) from None
+                    time.sleep(poll_s)
+            holder = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "startedAt": datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat(),
+            }
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def clean_stale(self) -> list[Path]:
+        """Remove what killed attempts left: `output-*.json` and atomic-write `.tmp` files (call under the lock)."""
+        removed: list[Path] = []
+        if not self.folder.is_dir():
+            return removed
+        for entry in os.scandir(self.folder):
+            if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
+                continue
+            for item in os.scandir(entry.path):
+                name = item.name
+                stale = (name.startswith("output-") and name.endswith(".json")) or (
+                    name.startswith(".") and name.endswith(".tmp")
+                )
+                if stale and not item.is_dir(follow_symlinks=False):
+                    os.unlink(item.path)
+                    removed.append(Path(item.path))
+        return removed
+
+
+def _holder(fd: int) -> str:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict) or "pid" not in data:
+        return "holder unknown"
+    return f"pid {data.get('pid')} on {data.get('host')}, started {data.get('startedAt')}"

@@ -213,16 +213,18 @@ def test_record_versions(toy, tmp_path) -> None:  # type: ignore[no-untyped-def]
     run_protocol(toy, "toy-v1", selection=Selection(seeds=(0,)))
     path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
     data = read(path)
-    data["recordVersion"] = 2
+    data["recordVersion"] = rec_mod.RECORD_VERSION + 1
     write(path, data)
     with pytest.raises(Refusal, match="newer than this toolkit reads"):
         rec_mod.read_record(path)
-    data["recordVersion"] = 0
+    data["recordVersion"] = 0  # a record from before sealing: no seal, and a field later versions dropped
     data["legacyField"] = 1
+    del data["seal"]
     write(path, data)
     rec_mod.MIGRATIONS[0] = lambda d: {k: v for k, v in d.items() if k != "legacyField"}
     try:
-        assert rec_mod.read_record(path).recordVersion == 1
+        migrated = rec_mod.read_record(path)
+        assert migrated.recordVersion == rec_mod.RECORD_VERSION and migrated.seal is None
     finally:
         del rec_mod.MIGRATIONS[0]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from cltoolkit.components import Analysis
+from cltoolkit.components import NUMBER, Analysis, ValueKind
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
@@ -42,6 +42,19 @@ def _metric_ids(p: LadderProtocol) -> dict[str, str]:
 
 class LadderAnalysis(Analysis):
     """Per rung: raw values, ranks among candidates, the favoured model; diagnostics shown apart."""
+
+    def expected_values(self, protocol: ProtocolBase, record: RunRecord) -> dict[str, ValueKind]:
+        """Every run is scored on control and transfer; a model (not a controls-only diagnostic) also on the
+        one-step, rollout and intervention rungs, with its raw rung results beside them."""
+        from cltoolkit.registry import registries
+
+        assert isinstance(protocol, LadderProtocol)
+        ids = _metric_ids(protocol)
+        out = {ids["control"]: NUMBER, ids["transfer"]: NUMBER}
+        method = registries().method.get(protocol.comparison(record.spec.comparison).method)
+        if not getattr(method, "controls_only", False):
+            out |= {ids["oneStep"]: NUMBER, ids["rollout"]: NUMBER, ids["intervention"]: NUMBER}
+        return out
 
     def replicates(
         self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cltoolkit.components import Analysis
+from cltoolkit.components import NUMBER, NUMBER_MAP, Analysis, ValueKind, value_problems
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
@@ -69,6 +69,26 @@ def matrix_value(tasks: list[str], phases: list[str], r: np.ndarray, metric: str
 
 
 class Nav4Analysis(Analysis):
+    def record_problems(self, protocol: ProtocolBase, record: RunRecord) -> list[str]:
+        """The success matrix must be a phases x tasks table of finite numbers; each metric it defines for this
+        run (immediate success per task; the rest where the matrix has more than one phase) must be recorded."""
+        sm: Any = record.metrics.get("successMatrix")
+        if not isinstance(sm, dict) or not all(isinstance(sm.get(k), list) for k in ("tasks", "phases", "values")):
+            return ["/metrics/successMatrix: missing or not {tasks, phases, values}"]
+        rows: list[Any] = sm["values"]
+        if len(rows) != len(sm["phases"]) or not all(isinstance(r, list) and len(r) == len(sm["tasks"]) for r in rows):
+            return ["/metrics/successMatrix/values: not one row per phase with one value per task"]
+        cells = {f"{i}/{j}": v for i, r in enumerate(rows) for j, v in enumerate(r)}
+        if value_problems({"v": cells}, {"v": NUMBER_MAP}) or any(v is None for v in cells.values()):
+            return ["/metrics/successMatrix/values: not all finite numbers"]
+        parsed = _matrix(record)
+        assert parsed is not None
+        expected: dict[str, ValueKind] = {METRICS[0]: NUMBER_MAP}
+        for mid in METRICS[1:]:
+            if matrix_value(*parsed, mid, "aggregate") is not None:
+                expected[mid] = NUMBER
+        return value_problems(record.metrics, expected)
+
     def replicates(
         self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:

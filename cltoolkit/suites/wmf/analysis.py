@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cltoolkit.components import Analysis
+from cltoolkit.components import NUMBER_OR_NULL, Analysis, ValueKind
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
@@ -107,6 +107,10 @@ def _evaluation_sizes(protocol: Any, records: Sequence[RunRecord]) -> dict[str, 
 
 
 class WmfAnalysis(Analysis):
+    def expected_values(self, protocol: ProtocolBase, record: RunRecord) -> dict[str, ValueKind]:
+        """Each declared metric's record field: a finite number, or null where the run did not measure it."""
+        return {METRICS[m.id].key: NUMBER_OR_NULL for m in protocol.metrics if m.id in METRICS}
+
     def replicates(
         self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:

@@ -60,7 +60,14 @@ def _data(
         finally:
             env.close()
 
-    value: Episodes = cache.get(f"data-{split}-{label}", key, compute)[0]
+    def encode(ep: Episodes) -> dict[str, Any]:
+        return {"frames": torch.from_numpy(ep.frames), "actions": torch.from_numpy(ep.actions),
+                "lengths": torch.from_numpy(ep.lengths)}  # fmt: skip
+
+    def decode(d: dict[str, Any]) -> Episodes:
+        return Episodes(d["frames"].numpy(), d["actions"].numpy(), d["lengths"].numpy())
+
+    value: Episodes = cache.get(f"data-{split}-{label}", key, compute, encode, decode)[0]
     return value
 
 

@@ -6,12 +6,17 @@ loaded instead of computing.
 
 The cache lives in the run store (`<store>/.wmf-stages/<hash>.pt`), written atomically; a file lock per hash keeps
 two workers from computing one stage twice (the second waits and loads). Deleting the folder loses nothing but time:
-the same inputs recompute bit-identical stages."""
+the same inputs recompute bit-identical stages.
+
+A stage file holds data only (tensors, lists, numbers: `encode` turns other values into those) and is loaded with
+`torch.load(weights_only=True)`, so a planted file cannot run code; beside it `<hash>.sha256` holds the SHA-256 of
+its bytes, written by the process that computed it, and a file whose bytes do not match is refused."""
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -19,6 +24,8 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from cltoolkit._io import atomic_write_text, read_regular_bytes
 
 __all__ = ["StageCache", "code_fingerprint"]
 
@@ -53,25 +60,46 @@ class StageCache:
         text = json.dumps({**key, "code": code_fingerprint()}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def get(self, name: str, key: dict[str, Any], compute: Callable[[], Any]) -> tuple[Any, str]:
+    def get(
+        self,
+        name: str,
+        key: dict[str, Any],
+        compute: Callable[[], Any],
+        encode: Callable[[Any], Any] = lambda v: v,
+        decode: Callable[[Any], Any] = lambda v: v,
+    ) -> tuple[Any, str]:
+        """The stage's value: loaded when cached (checked against its digest, as data only), else computed and
+        saved. `encode` / `decode` turn the value into tensors, lists and numbers and back."""
         import torch
 
         sha = self.key_hash(key)
         self.used[name] = sha
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{sha}.pt"
+        path, digest_path = self.folder / f"{sha}.pt", self.folder / f"{sha}.sha256"
         with open(self.folder / f"{sha}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if path.exists():
+                data = read_regular_bytes(path)
+                want = read_regular_bytes(digest_path).decode().strip() if digest_path.exists() else None
+                got = hashlib.sha256(data).hexdigest()
+                if want != got:
+                    raise RuntimeError(
+                        f"stage cache {path} does not match its digest ({'none recorded' if want is None else want}; "
+                        f"content {got}): it was changed or planted. Delete {self.folder} (it only costs time)"
+                    )
                 self.reused.append(f"{name}:{sha}")
-                return torch.load(path, weights_only=False), sha
+                return decode(torch.load(io.BytesIO(data), weights_only=True)), sha
             value = compute()
+            buffer = io.BytesIO()
+            torch.save(encode(value), buffer)
+            data = buffer.getvalue()
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{sha}.", suffix=".tmp")
-            os.close(fd)
             try:
-                torch.save(value, tmp)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
                 os.replace(tmp, path)
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
+            atomic_write_text(digest_path, hashlib.sha256(data).hexdigest() + "\n")
         return value, sha

@@ -1,0 +1,48 @@
+"""The evidence a results block rests on: one version of component code per comparison, and the manifest of
+the records used (run id -> seal). Which records can be used at all is `cltoolkit.run.trust`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from cltoolkit.errors import Refusal
+from cltoolkit.run.record import RunRecord
+
+__all__ = ["check_component_code", "evidence_manifest"]
+
+
+def check_component_code(records: Sequence[RunRecord], allow_mixed: bool, where: str) -> list[str]:
+    """Records of one comparison must come from the same component code (distribution, version, source digest).
+
+    Refused unless `allow_mixed`; then each difference is returned to be shown (in red) in the report. Records
+    written before component provenance was recorded say nothing and are not compared."""
+    by_comp: dict[str, dict[str, list[str]]] = {}
+    for rec in records:
+        if rec.provenance.components is None:
+            continue
+        key = json.dumps({k: v.model_dump() for k, v in sorted(rec.provenance.components.items())}, sort_keys=True)
+        by_comp.setdefault(rec.spec.comparison, {}).setdefault(key, []).append(rec.runId)
+    lines = []
+    for comp, variants in sorted(by_comp.items()):
+        if len(variants) > 1:
+            parts = [json.loads(k) for k in variants]
+            differ = sorted({n for p in parts for n in p if any(q.get(n) != p.get(n) for q in parts)})
+            runs = "; ".join(", ".join(sorted(ids)[:3]) + ("..." if len(ids) > 3 else "") for ids in variants.values())
+            lines.append(
+                f"comparison {comp!r}: records come from {len(variants)} versions of component code "
+                f"({', '.join(differ)} differ; runs {runs})"
+            )
+    if lines and not allow_mixed:
+        raise Refusal(
+            f"{where}: records of one comparison were made by different code:\n"
+            + "\n".join(lines)
+            + "\nRerun them under one version of the code, or report with --allow-mixed-code (the report flags it)"
+        )
+    return lines
+
+
+def evidence_manifest(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """run id -> seal of every record the results used (sorted by run id)."""
+    return {r.runId: r.seal for r in sorted(records, key=lambda r: r.runId)}
