@@ -410,11 +410,19 @@ def check_results(project: Project, ref: str) -> list[CheckOutcome]:
         now = json.loads(json.dumps(fresh.model_dump(mode="json"), allow_nan=False))
         was = {k: v for k, v in committed.items() if k != "measuredOn"}
         now.pop("measuredOn", None)
-        differences = [str(c) for c in diff_documents(was, now)]
+        changes = [str(c) for c in diff_documents(was, now)]
+        # which records changed comes first: the evidence lines name them by run id
+        differences = sorted(changes, key=lambda line: not line.startswith("/evidence/"))
         outcomes.append(CheckOutcome(source, results.stage, len(records), differences))
     failed = [o for o in outcomes if o.differences]
     if failed:
-        lines = [f"{o.source}: {d}" for o in failed for d in o.differences[:50]]
+        lines = []
+        for o in failed:
+            shown = [d for d in o.differences if d.startswith("/evidence/")] or o.differences[:0]
+            shown += [d for d in o.differences if not d.startswith("/evidence/")][:30]
+            lines += [f"{o.source}: {d}" for d in shown]
+            if len(shown) < len(o.differences):
+                lines.append(f"{o.source}: ... and {len(o.differences) - len(shown)} more difference(s)")
         raise CheckFailed(
             f"{loaded.id}: {len(failed)} of {len(outcomes)} committed results block(s) do not reproduce from the "
             "records in place (committed -> recomputed):\n" + "\n".join(lines)

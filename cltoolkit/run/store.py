@@ -93,6 +93,12 @@ class RunStore:
                 continue
             if not entry.is_dir(follow_symlinks=False):
                 continue
+            links = sorted(item.name for item in os.scandir(entry.path) if item.is_symlink())
+            if links:
+                scan.corrupt[entry.name] = (
+                    f"holds symbolic link(s) {', '.join(links)}: nothing in a run folder is followed outside the store"
+                )
+                continue
             path = Path(entry.path) / RECORD
             try:
                 mode = os.lstat(path).st_mode

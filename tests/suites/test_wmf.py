@@ -264,3 +264,40 @@ def test_suite_check_names_bad_pairs_and_physics() -> None:
     protocol = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
     where = {p.where for p in WmfSuite().check(protocol)}
     assert where == {"/methodPairs/0/reference", "/families/0/levels/0"}
+
+
+def test_stage_cache_loads_data_only_after_its_digest(tmp_path: Path) -> None:
+    import hashlib
+    import pickle
+
+    from cltoolkit.suites.wmf.stages import StageCache
+
+    calls: list[int] = []
+
+    def compute() -> dict[str, object]:
+        calls.append(1)
+        return {"state": {"w": torch.arange(6.0).reshape(2, 3)}, "curve": [1.5, 0.5], "nanSteps": 0}
+
+    key = {"stage": "test", "seed": 0}
+    first, sha = StageCache(tmp_path).get("s", key, compute)
+    cache = StageCache(tmp_path)
+    again, _ = cache.get("s", key, compute)
+    assert calls == [1] and cache.reused == [f"s:{sha}"]
+    assert torch.equal(again["state"]["w"], first["state"]["w"]) and again["curve"] == [1.5, 0.5]
+    folder = tmp_path / ".wmf-stages"
+    data = (folder / f"{sha}.pt").read_bytes()
+    (folder / f"{sha}.pt").write_bytes(data[:-8] + b"\0" * 8)  # changed content
+    with pytest.raises(RuntimeError, match="does not match its digest"):
+        StageCache(tmp_path).get("s", key, compute)
+    marker = tmp_path / "ran"
+
+    class Planted:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (Path.touch, (str(marker),))  # type: ignore[return-value]
+
+    planted = pickle.dumps(Planted(), protocol=2)
+    (folder / f"{sha}.pt").write_bytes(planted)  # a planted pickle, even with a matching digest beside it
+    (folder / f"{sha}.sha256").write_text(hashlib.sha256(planted).hexdigest())
+    with pytest.raises(pickle.UnpicklingError):
+        StageCache(tmp_path).get("s", key, compute)
+    assert not marker.exists()
