@@ -26,11 +26,17 @@ EXECUTORS = ["local", pytest.param("ray", marks=pytest.mark.dist)]
 
 @pytest.fixture(scope="module")
 def ray_cluster():  # type: ignore[no-untyped-def]
-    """One local Ray cluster (2 CPUs, offline, no dashboard, no usage statistics) for the module's Ray tests."""
+    """One local Ray cluster (2 CPUs, offline, no dashboard, no usage statistics) for the module's Ray tests, on the
+    loopback address (Ray otherwise registers its node under the machine's own address)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # one-machine cluster: node address 127.0.0.1
     ray = pytest.importorskip("ray")
+    import ray._private.ray_constants as constants
+
+    constants.ENABLE_RAY_CLUSTER = False  # (in case Ray was imported before this fixture set the variable)
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     os.environ["PYTHONPATH"] = str(REPO)  # workers import the tests' toy suite
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
     yield ray
     ray.shutdown()
 

@@ -42,6 +42,9 @@ def register(app: typer.Typer) -> None:
         address: Annotated[
             str | None, typer.Option("--address", help="Ray: auto or host:port to join a cluster (default: start one).")
         ] = None,
+        connect_timeout: Annotated[
+            float, typer.Option("--connect-timeout", help="Ray: seconds to wait for the cluster at --address.")
+        ] = 15.0,
         cpus: Annotated[float, typer.Option("--cpus-per-run", help="CPUs each run needs.")] = 1.0,
         gpus: Annotated[float, typer.Option("--gpus-per-run", help="GPUs each run needs.")] = 0.0,
         memory: Annotated[int | None, typer.Option("--memory-per-run", help="Memory each run needs (MB).")] = None,
@@ -71,7 +74,7 @@ def register(app: typer.Typer) -> None:
                 sys.stderr.write(f"redoing {run_dir.name}: {why}\n")
             progress.begin(summary.planned - summary.skipped)
 
-        options = {"address": address} if address else {}
+        options: dict[str, object] = {"address": address, "connect_timeout_s": connect_timeout} if address else {}
         # SIGTERM (schedulers, `kill`) stops a grid like Ctrl-C: running runs are recorded as interrupted; and
         # Ctrl-C works even when the shell started `clt run` in the background with SIGINT ignored
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -316,9 +316,25 @@ def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int 
             "hardware": sorted({r.provenance.hardware for r in attempted if r.provenance.hardware}),
             "devices": sorted({r.provenance.device for r in attempted}),
             "precision": sorted({r.provenance.precision for r in attempted if r.provenance.precision}),
+            **_per_node(attempted),
         },
         "estimates": estimates,
     }
+
+
+def _per_node(attempted: list[RunRecord]) -> dict[str, Any]:
+    """Attempted runs per node (hostname, and the Ray node id where a cluster ran them); only where records name
+    their node (records made before that have no `provenance.node`)."""
+    if not any(r.provenance.node for r in attempted):
+        return {}
+    counts: dict[str, int] = {}
+    for rec in attempted:
+        node = rec.provenance.node or {}
+        label = str(node.get("hostname") or "unrecorded")
+        if node.get("rayNodeId"):
+            label += f" (ray node {str(node['rayNodeId'])[:12]})"
+        counts[label] = counts.get(label, 0) + 1
+    return {"runsPerNode": dict(sorted(counts.items()))}
 
 
 def report_protocol(

@@ -212,6 +212,11 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
         f"precision {', '.join(measured.get('precision', [])) or 'not recorded'}.",
         "",
     ]
+    if measured.get("runsPerNode"):
+        lines += [
+            "**Runs per node**: " + ", ".join(f"{k}: {v}" for k, v in measured["runsPerNode"].items()) + ".",
+            "",
+        ]
     if quantities:
         lines += [
             "**Analytical counts** (from the drivers' ledgers, summed over completed runs):",

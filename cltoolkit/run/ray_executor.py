@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -25,19 +26,54 @@ from cltoolkit.errors import InputError, Refusal
 from cltoolkit.run.executors import job_payload, output_from
 from cltoolkit.run.spec import ExecutionResult, RunSpec
 
-__all__ = ["RayExecutor"]
+__all__ = ["CONNECT_TIMEOUT_S", "RayExecutor", "use_token_if_available"]
 
 ATTEMPTS = "attempts.log"
+CONNECT_TIMEOUT_S = 15.0
+"""How long `--address` waits for the cluster's head to answer before giving up with one line."""
+
+
+def use_token_if_available() -> bool:
+    """Ray's token authentication for this driver when `RAY_AUTH_MODE` is unset and a token is where Ray looks
+    for one (`RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH`, `~/.ray/auth_token`), by Ray's own rule for local clusters
+    (it also refreshes Ray's configuration if Ray was imported already); a token sent to a cluster without
+    authentication is ignored. Returns whether token mode is on."""
+    import logging
+
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None:
+        return mode.lower() == "token"
+    try:
+        from ray._private.authentication import authentication_token_setup as setup
+    except ImportError:  # a Ray without token authentication
+        return False
+    log = logging.getLogger(setup.__name__)
+    level = log.level
+    log.setLevel(logging.ERROR)  # its "enabled" warning is Ray's, not a problem of the run
+    try:
+        return bool(setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
+    finally:
+        log.setLevel(level)
 
 
 def _ray_task(job: dict[str, Any]) -> dict[str, Any]:
     """Runs inside a Ray worker: count the attempt, send output to the run's log, run the job in process."""
+    import platform
     import sys
+
+    import ray
 
     from cltoolkit.run.worker import execute_job
 
     run_dir = Path(job["runDir"])
     run_dir.mkdir(parents=True, exist_ok=True)
+    context = ray.get_runtime_context()
+    assigned = context.get_assigned_resources()  # type: ignore[no-untyped-call]
+    node = {
+        "hostname": platform.node(),
+        "rayNodeId": context.get_node_id(),
+        "resources": {k: float(v) for k, v in sorted(assigned.items())},
+    }
     with open_append_nofollow(run_dir / ATTEMPTS) as marks:
         marks.write(f"{os.getpid()} {time.time():.3f}\n".encode())
     sys.stdout.flush()
@@ -47,7 +83,7 @@ def _ray_task(job: dict[str, Any]) -> dict[str, Any]:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         try:
-            return execute_job(job)
+            return {**execute_job(job), "node": node}
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -73,21 +109,56 @@ class RayExecutor(Executor):
     def __init__(self, components: Path | None = None, **options: Any) -> None:
         super().__init__(components, **options)
         self.address: str | None = options.get("address")
+        self.connect_timeout_s = float(options.get("connect_timeout_s") or CONNECT_TIMEOUT_S)
         self._started = False
 
     def _ray(self, workers: int) -> Any:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if not self.address:  # a private one-machine cluster: its nodes stay on the loopback address
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         try:
             import ray
         except ImportError:
             raise InputError("the ray executor needs Ray: pip install 'clt[ray]'") from None
+        auth = use_token_if_available() if self.address else False
         if not ray.is_initialized():
             if self.address:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+                self._connect(ray, self.address, auth)
             else:
                 ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
                 self._started = True
         return ray
+
+    def _connect(self, ray: Any, address: str, auth: bool) -> None:
+        """Join an existing cluster: reach its head within the wait, use its token where Ray keeps one, and turn
+        every failure into one line that says what to check."""
+        if address != "auto":
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise InputError(f"--address {address!r}: expected host:port (e.g. 127.0.0.1:6379) or auto")
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=self.connect_timeout_s).close()
+            except OSError as exc:
+                why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__).lower()
+                raise Refusal(
+                    f"cannot reach a Ray cluster at {address} ({why}; waited at most {self.connect_timeout_s:g} s): "
+                    "check that its head runs (`ray start --head --port=<port>`), the host and port, and firewalls"
+                ) from None
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            hint = (
+                "the token did not match the cluster's (`ray get-auth-token` on the head prints it)"
+                if auth
+                else "if the cluster uses token authentication (the default for clusters started by Ray 2.59 or "
+                "later), set RAY_AUTH_MODE=token and give its token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+                "~/.ray/auth_token; `ray get-auth-token` on the head prints it)"
+            )
+            raise Refusal(
+                f"Ray refused the connection to {address} ({first}): {hint}; the Ray version must also match "
+                f"the cluster's (here {ray.__version__})"
+            ) from None
 
     def _check(self, ray: Any, jobs: Sequence[RunSpec]) -> None:
         from cltoolkit import __version__
@@ -171,10 +242,13 @@ class RayExecutor(Executor):
                         last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
                         yield self._result(spec, "crashed", f"process died ({type(exc).__name__}): {last[:200]}", began)
                         continue
+                    node = data.pop("node", None)
                     if data.pop("state") == "completed":
-                        yield self._result(spec, "completed", "", began, output_from(data), data.get("torchThreads"))
+                        result = self._result(spec, "completed", "", began, output_from(data), data.get("torchThreads"))
                     else:
-                        yield self._result(spec, "failed", data["reason"], began)
+                        result = self._result(spec, "failed", data["reason"], began)
+                    result.node = node
+                    yield result
                 for ref, (spec, began) in list(pending.items()):
                     limit = self._limit(spec, timeout_s)
                     if limit and now - began > limit:
