@@ -4,7 +4,8 @@ gate's declared `delta`, and the power the declared seeds give (used by `clt pla
 
 Planning is approximate by nature (seed 003): the normal approximation and the exact noncentral-t answer are
 reported side by side, the pilot SD is itself uncertain, and confirmatory gates are planned at alpha / m (the
-first Holm step), which is conservative.
+first Holm step, m the hypotheses of the family: one per task for each-task gates), which is conservative, at the
+replicates of the stage the report will use (the last confirmatory stage).
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ from cltoolkit.run.spec import replicate_key
 from cltoolkit.run.store import RunStore
 from cltoolkit.validation import load_protocol
 
-__all__ = ["GatePlan", "declared_replicates", "freeze_power_warnings", "gate_plan", "pilot_plan", "pilot_stores"]
+__all__ = [
+    "GatePlan",
+    "declared_replicates",
+    "family_size",
+    "freeze_power_warnings",
+    "gate_plan",
+    "pilot_plan",
+    "pilot_stores",
+    "reported_stage",
+]
 
 
 @dataclass(frozen=True)
@@ -52,23 +62,44 @@ class GatePlan:
         return asdict(self)
 
 
-def declared_replicates(protocol: ProtocolBase, cells: int = 1) -> int:
-    """Replicates per hypothesis in the smallest confirmatory stage (seeds x task orders x cells)."""
+def reported_stage(protocol: ProtocolBase) -> str:
+    """The stage whose report carries the confirmatory decisions: the last confirmatory stage (stages run in
+    order), else the last stage."""
     stages = [s for s in protocol.seeds.stages if s.purpose == "confirmatory"] or list(protocol.seeds.stages)
-    return min(len(s.seeds) * max(1, len(s.orders)) for s in stages) * cells
+    return stages[-1].id
 
 
-def _alpha(protocol: ProtocolBase, gate: Gate) -> float:
+def declared_replicates(protocol: ProtocolBase, cells: int = 1, stage: str | None = None) -> int:
+    """Replicates per hypothesis in the stage the report will use (seeds x task orders x cells): `stage`, or the
+    last confirmatory stage."""
+    st = protocol.stage(stage or reported_stage(protocol))
+    return len(st.seeds) * max(1, len(st.orders)) * cells
+
+
+def family_size(protocol: ProtocolBase, tasks: int) -> int:
+    """Hypotheses in the confirmatory family as the gatekeeper forms it: one per task for `each-task` gates."""
+    return sum(tasks if g.scope == "each-task" else 1 for g in protocol.gates if g.confirmatory)
+
+
+def _alpha(protocol: ProtocolBase, gate: Gate, tasks: int = 1) -> float:
+    """Planning level: alpha / m for confirmatory gates, m the family's hypotheses (the first Holm step)."""
     plan = protocol.analysis
-    m = sum(1 for g in protocol.gates if g.confirmatory)
+    m = family_size(protocol, tasks)
     return plan.alpha / m if gate.confirmatory and plan.multiplicity != "none" and m > 1 else plan.alpha
 
 
 def gate_plan(
-    protocol: ProtocolBase, gate: Gate, scope: str, sd: float | None, source: str, pilot_n: int, n_declared: int
+    protocol: ProtocolBase,
+    gate: Gate,
+    scope: str,
+    sd: float | None,
+    source: str,
+    pilot_n: int,
+    n_declared: int,
+    tasks: int = 1,
 ) -> GatePlan:
     """Power at the declared replicates and replicates needed, for one hypothesis."""
-    alpha = _alpha(protocol, gate)
+    alpha = _alpha(protocol, gate, tasks)
     sides = 2 if gate.test == "report-only" else 1
     power = normal = exact = None
     delta = gate.delta
@@ -83,7 +114,7 @@ def gate_plan(
             while stats.tost_power(n, sd, margin, true_diff, alpha) < target and n < 10_000:
                 n += 1
             exact = n
-            normal = stats.n_normal(sd, max(margin - true_diff, 1e-12), 2 * alpha, target, sides=2)
+            normal = stats.n_normal_tost(sd, margin, alpha, target, true_diff) if true_diff < margin else None
         else:
             power = stats.power_t(n_declared, sd, delta, alpha, sides) if n_declared >= 2 else 0.0
             normal = stats.n_normal(sd, delta, alpha, target, sides)
@@ -160,6 +191,7 @@ def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> 
     suite = regs.suite.get(protocol.suite)()
     cells = len([c for c in suite.cells(protocol) if c is not None]) or 1
     n_declared = declared_replicates(protocol, cells)
+    tasks = len(suite.tasks(protocol))
     stages = sorted({r.spec.stage for r in records})
     seeds = sorted({replicate_key(r.spec.seed, r.spec.order, r.spec.cell) for r in records})
     plans = []
@@ -168,7 +200,7 @@ def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> 
             x = _values(protocol, records, gate, scope)
             sd = float(x.std(ddof=1)) if x.size >= 2 else None
             source = f"pilot store {key} ({x.size} replicates)"
-            plans.append(gate_plan(protocol, gate, scope, sd, source, int(x.size), n_declared))
+            plans.append(gate_plan(protocol, gate, scope, sd, source, int(x.size), n_declared, tasks))
     return {
         "protocol": loaded.id,
         "pilotStore": key,
@@ -176,9 +208,12 @@ def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> 
         "pilotReplicates": len(seeds),
         "targetPower": protocol.analysis.targetPower,
         "declaredReplicates": n_declared,
+        "reportedStage": reported_stage(protocol),
+        "familySize": family_size(protocol, tasks),
         "gates": [p.as_dict() for p in plans],
         "note": "Planning, not inference: the pilot SD is uncertain (explore larger values); confirmatory gates use "
-        "alpha / m (first Holm step).",
+        f"alpha / m with m = {family_size(protocol, tasks)} hypotheses in the Holm family (first Holm step), at the "
+        f"replicates of stage {reported_stage(protocol)!r}.",
     }
 
 
@@ -188,6 +223,7 @@ def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]
     suite = registries(project.components_file).suite.get(protocol.suite)()
     cells = len([c for c in suite.cells(protocol) if c is not None]) or 1
     n_declared = declared_replicates(protocol, cells)
+    tasks = len(suite.tasks(protocol))
     pilot: list[RunRecord] | None = None
     out = []
     for gate in protocol.gates:
@@ -208,7 +244,7 @@ def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]
                 )
                 continue
             sd, source = float(x.std(ddof=1)), "pilot runs"
-        plan = gate_plan(protocol, gate, "aggregate", sd, source, 0, n_declared)
+        plan = gate_plan(protocol, gate, "aggregate", sd, source, 0, n_declared, tasks)
         if plan.powerAtDeclared is not None and plan.powerAtDeclared < protocol.analysis.targetPower:
             out.append(
                 f"gate {gate.id!r}: {n_declared} replicates give power {plan.powerAtDeclared:.2f} < target "

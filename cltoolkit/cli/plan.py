@@ -68,7 +68,7 @@ def power(
         n = 2
         while stats.tost_power(n, sigma, delta, 0.0, alpha) < target:
             n += 1
-        result = {"test": test, "exact": n, "normal": stats.n_normal(sigma, delta, 2 * alpha, target, sides=2)}
+        result = {"test": test, "exact": n, "normal": stats.n_normal_tost(sigma, delta, alpha, target)}
     elif test in ("two-sided", "one-sided"):
         sides = 2 if test == "two-sided" else 1
         result = {

@@ -21,7 +21,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
-from cltoolkit.protocol.results import BudgetCheck, GateResult, Results, RunCounts, RunSummary
+from cltoolkit.protocol.results import RESULTS_VERSION, BudgetCheck, GateResult, Results, RunCounts, RunSummary
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
@@ -221,6 +221,7 @@ def gatekeep(
     declared = {m.id for m in protocol.metrics}
     summaries = analysis.summaries(protocol, completed) if analysis and completed else {}
     results = Results(
+        resultsVersion=RESULTS_VERSION,
         protocolSha256=lock.sha256,
         canonicalization=CANONICALIZATION,
         measuredOn=datetime.datetime.now(datetime.UTC).replace(microsecond=0),

@@ -31,7 +31,11 @@ class Hypothesis:
     p: float | None = None
     p_adj: float | None = None
     interval: tuple[float | None, float | None] | None = None
-    perm_p: float | None = None
+    interval_kind: str | None = None
+    level: float | None = None
+    decided_by: str | None = None
+    degenerate: bool = False
+    perm: stats.PermutationP | None = None
     wilcoxon: float | None = None
     sign_p: float | None = None
     decision: str = "not-evaluable"
@@ -55,7 +59,12 @@ def _signed(h: Hypothesis) -> tuple[np.ndarray, float]:
     return h.sign * _values(h), h.sign * h.delta
 
 
+EXACT_BY = "exact sign-flip (the t statistic is undefined: the replicates have no spread)"
+
+
 def _prepare(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> None:
+    """Each test of one hypothesis. The permutation p and the Wilcoxon p test the gate's own hypothesis; where the
+    t statistic is undefined (zero spread, or zero up to rounding) the exact sign-flip test decides instead."""
     g = h.gate
     x = _values(h)
     if g.test == "lower-bound":
@@ -69,25 +78,41 @@ def _prepare(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> Non
         h.delta = h.sign * margin
     else:
         h.delta = 0.0
-    if g.test in ("lower-bound", "upper-bound"):
-        h.sign_p = stats.sign_test_p(x, h.delta, int(h.sign))
-    if g.reference is not None:
-        h.perm_p, _ = stats.sign_flip_p(
-            x, h.delta, exact_up_to=plan.permutation.exactUpTo, draws=plan.permutation.monteCarloDraws, rng=rng
-        )
-        h.wilcoxon = stats.wilcoxon_p(x, h.delta)
+    exact_up_to = max(plan.permutation.exactUpTo, stats.EXACT_UP_TO)
+
+    def perm(alternative: str, null: float) -> stats.PermutationP:
+        draws = plan.permutation.monteCarloDraws
+        return stats.sign_flip_p(x, null, alternative=alternative, exact_up_to=exact_up_to, draws=draws, rng=rng)
+
     if g.test == "equivalence-tost":
         margin = float(g.margin)  # type: ignore[arg-type]
+        h.perm = max(perm("greater", -margin), perm("less", margin), key=lambda r: r.p)
+        if g.reference is not None:
+            low, high = stats.wilcoxon_p(x, -margin, "greater"), stats.wilcoxon_p(x, margin, "less")
+            h.wilcoxon = None if low is None or high is None else max(low, high)
         t = stats.tost(x, -margin, margin, plan.alpha)
-        h.estimate, h.se, h.df, h.p = t.estimate, t.se, t.df, t.p
-        h.interval = t.interval
+        h.estimate, h.se, h.df, h.degenerate = t.estimate, t.se, t.df, t.degenerate
+        h.p, h.decided_by = t.p, "tost"
+        h.interval, h.interval_kind, h.level = t.interval, "marginal", 1 - 2 * plan.alpha
     elif g.test == "report-only":
+        h.perm = perm("two-sided", 0.0)
+        h.wilcoxon = stats.wilcoxon_p(x, 0.0) if g.reference is not None else None
         t2 = stats.two_sided_t(x, 0.0, plan.alpha)
-        h.estimate, h.se, h.df, h.p = t2.estimate, t2.se, t2.df, t2.p
-        h.interval = (t2.low, t2.high)
+        h.estimate, h.se, h.df, h.degenerate = t2.estimate, t2.se, t2.df, t2.degenerate
+        h.p, h.decided_by = t2.p, "t-test"
+        h.interval, h.interval_kind, h.level = (t2.low, t2.high), "marginal", 1 - plan.alpha
     else:
+        alternative = "greater" if h.sign > 0 else "less"
+        h.perm = perm(alternative, h.delta)
+        if g.reference is not None:
+            h.wilcoxon = stats.wilcoxon_p(x, h.delta, alternative)
+        else:
+            h.sign_p = stats.sign_test_p(x, h.delta, int(h.sign))
         one = stats.one_sided_t(h.sign * x, h.sign * h.delta, plan.alpha)
-        h.estimate, h.se, h.df, h.p = float(np.mean(x)), one.se, one.df, one.p
+        h.estimate, h.se, h.df, h.degenerate = float(np.mean(x)), one.se, one.df, one.degenerate
+        h.p, h.decided_by = one.p, "t-test"
+    if h.degenerate:
+        h.p, h.decided_by, h.interval, h.interval_kind, h.level = h.perm.p, EXACT_BY, None, None, None
 
 
 def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: AnalysisPlan) -> list[GateResult]:
@@ -110,7 +135,8 @@ def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: Analysis
         for h, a in zip(family, adj, strict=True):
             h.p_adj = float(a)
             h.decision = "pass" if a <= alpha else "fail"
-    if one_sided and plan.multiplicity == "holm" and len(one_sided) == len(family):
+    simultaneous = plan.multiplicity == "holm" and len(one_sided) == len(family)
+    if one_sided and simultaneous and not any(h.degenerate for h in one_sided):
         bounds = stats.holm_simultaneous_lower_bounds(
             [h.sign * h.estimate for h in one_sided],  # type: ignore[operator]
             [h.se for h in one_sided],  # type: ignore[misc]
@@ -120,15 +146,19 @@ def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: Analysis
         )
         for h, low in zip(one_sided, bounds.lower, strict=True):
             h.interval = (float(low), None) if h.sign > 0 else (None, float(-low))
-    else:  # BH, no correction, or equivalence in the family: Bonferroni-style marginal bounds, stated as such
+            h.interval_kind, h.level = "holm-simultaneous", 1 - alpha
+    else:  # BH, no correction, equivalence in the family, or an undefined t: Bonferroni bounds, stated as such
         m = max(1, len(family)) if plan.multiplicity == "holm" else 1
-        for h in one_sided:
+        for h in (h for h in one_sided if not h.degenerate):
             b = stats.one_sided_t(*_signed(h), alpha / m)
             h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
+            h.interval_kind, h.level = ("bonferroni" if m > 1 else "marginal"), 1 - alpha / m
     for h in hypotheses:  # exploratory gates: decided at the marginal level, outside the corrected family
         if h.evaluable and not h.gate.confirmatory and h.gate.test not in ("report-only", "equivalence-tost"):
-            b = stats.one_sided_t(*_signed(h), alpha)
-            h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
+            if not h.degenerate:
+                b = stats.one_sided_t(*_signed(h), alpha)
+                h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
+                h.interval_kind, h.level = "marginal", 1 - alpha
             h.decision = "pass" if h.p is not None and h.p <= alpha else "fail"
         elif h.evaluable and not h.gate.confirmatory and h.gate.test == "equivalence-tost":
             h.decision = "pass" if h.p is not None and h.p <= alpha else "fail"
@@ -164,13 +194,19 @@ def _gate_result(g: Gate, hyps: list[Hypothesis]) -> GateResult:
             n=0 if h.values is None else int(h.values.size),
             estimate=h.estimate,
             interval=h.interval,
+            intervalKind=h.interval_kind,  # type: ignore[arg-type]
+            confidenceLevel=h.level,
             pValue=h.p,
             pAdjusted=h.p_adj,
-            permutationP=h.perm_p,
+            decidedBy=h.decided_by,
+            permutationP=h.perm.p if h.perm else None,
+            permutationMethod=None if h.perm is None else ("exact" if h.perm.exact else "monte-carlo"),
+            permutationDraws=h.perm.draws if h.perm else None,
+            permutationSE=h.perm.se if h.perm else None,
             signTestP=h.sign_p,
             wilcoxonP=h.wilcoxon,
             decision=h.decision,  # type: ignore[arg-type]
-            reason=h.reason,
+            reason=h.reason or (EXACT_BY if h.degenerate else ""),
             replicates=dict(zip(h.keys, map(float, h.values), strict=True)) if h.values is not None and h.keys else {},
         )
         for h in hyps

@@ -212,12 +212,14 @@ class ExclusionRule(Strict):
 
 
 class PermutationPlan(Strict):
-    """Exact sign-flip permutation p: all 2^n flips up to `exactUpTo` replicates, Monte Carlo above."""
+    """Sign-flip permutation p: all 2^n flips enumerated exactly up to max(`exactUpTo`, 40) replicates, Monte Carlo
+    above (labelled with its draws and standard error)."""
 
-    exactUpTo: int = Field(default=20, ge=1, le=24)
-    """Largest n enumerated exactly."""
+    exactUpTo: int = Field(default=20, ge=1, le=40)
+    """n up to which the p is enumerated exactly at the least; clt enumerates exactly up to 40 whatever this says
+    (the exact p is what Monte Carlo estimates)."""
     monteCarloDraws: int = Field(default=100_000, ge=1000)
-    """Draws above `exactUpTo`."""
+    """Draws above the exact range."""
     seed: int = 0
     """Seed of the Monte Carlo generator."""
 

@@ -9,7 +9,7 @@ from pydantic import Field, JsonValue
 
 from cltoolkit.protocol._base import Strict
 
-__all__ = ["BudgetCheck", "GateResult", "HypothesisResult", "Results", "RunCounts", "RunSummary"]
+__all__ = ["RESULTS_VERSION", "BudgetCheck", "GateResult", "HypothesisResult", "Results", "RunCounts", "RunSummary"]
 
 Decision = Literal["pass", "fail", "not-evaluable", "reported"]
 
@@ -43,17 +43,34 @@ class HypothesisResult(Strict):
     estimate: float | None
     """Mean (one-sample) or mean paired difference (method - reference)."""
     interval: tuple[float | None, float | None] | None
-    """Simultaneous (multiplicity-compatible) confidence interval or bound; null ends are unbounded."""
+    """Confidence interval or one-sided bound of the estimate (candidate minus reference for paired gates); null
+    ends are unbounded; null when the t statistic is undefined. `intervalKind` says which kind it is."""
+    intervalKind: Literal["holm-simultaneous", "bonferroni", "marginal"] | None = None
+    """`holm-simultaneous`: one-sided bounds compatible with Holm's decisions, simultaneous over the confirmatory
+    family (Strassburger & Bretz 2008); `bonferroni`: one-sided bounds at alpha / m, simultaneous; `marginal`: one
+    hypothesis alone (exploratory and report-only gates, TOST's 1 - 2 alpha interval)."""
+    confidenceLevel: float | None = None
+    """Coverage of `interval` (e.g. 0.95 for a one-sided 95% bound, 0.90 for TOST's interval)."""
     pValue: float | None
-    """Unadjusted p-value of the declared test."""
+    """Unadjusted p-value of the test that decides the hypothesis (`decidedBy`)."""
     pAdjusted: float | None
     """p-value adjusted over the confirmatory family (Holm / BH)."""
+    decidedBy: str | None = None
+    """The deciding test: `t-test`, `tost`, or `exact sign-flip` where the t statistic is undefined (zero spread)."""
     permutationP: float | None
-    """Exact (or declared Monte Carlo) sign-flip p, two-sided, beside the t test (paired gates)."""
+    """Sign-flip permutation p of the same hypothesis as the gate (results format 2): one-sided in the claimed
+    direction for bound, superiority and non-inferiority gates, the larger one-sided p for equivalence, two-sided
+    for report-only. (Format 1: two-sided about the margin, paired gates only.)"""
+    permutationMethod: Literal["exact", "monte-carlo"] | None = None
+    """`exact`: all 2^n sign flips counted; `monte-carlo`: `permutationDraws` random flips."""
+    permutationDraws: int | None = None
+    """Monte Carlo draws (null when exact)."""
+    permutationSE: float | None = None
+    """Monte Carlo standard error of `permutationP` (null when exact)."""
     signTestP: float | None = None
     """One-sample threshold gates: exact one-sided sign-test p beside the t test (finite when replicates tie)."""
     wilcoxonP: float | None
-    """Wilcoxon signed-rank p, two-sided, beside it (paired gates)."""
+    """Wilcoxon signed-rank p of the same hypothesis as the gate (format 2; two-sided in format 1), paired gates."""
     decision: Decision
     """Decision on this hypothesis."""
     reason: str = ""
@@ -131,8 +148,15 @@ class RunSummary(Strict):
     """Raw per-run scores the analysis used."""
 
 
+RESULTS_VERSION = 2
+
+
 class Results(Strict):
     """The results block of a protocol."""
+
+    resultsVersion: int = 1
+    """Format version: 2 adds the evidence manifest, permutation and Wilcoxon p-values of the gate's own hypothesis,
+    interval kinds and levels and the deciding test; a block without it is format 1."""
 
     protocolSha256: str
     """Hash of the protocol the results belong to."""

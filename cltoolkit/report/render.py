@@ -30,6 +30,15 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+def _perm(h: Any) -> str:
+    """The permutation p with how it was obtained."""
+    if h.permutationP is None:
+        return "-"
+    if h.permutationMethod == "monte-carlo":
+        return f"{_fmt(h.permutationP)} (Monte Carlo, {h.permutationDraws} draws, SE {_fmt(h.permutationSE)})"
+    return f"{_fmt(h.permutationP)} (exact)"
+
+
 def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> str:
     p = loaded.model
     r = results
@@ -78,8 +87,8 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
     ]
     if r.gates:
         lines += [
-            "| gate | held-out unit | OOD axis | test | scope | n | estimate | interval | p | p adj. | exact p "
-            "(permutation / sign) | decision |",
+            "| gate | held-out unit | OOD axis | test | scope | n | estimate | interval | p | p adj. | permutation p "
+            "(same hypothesis) | decision |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for g in r.gates:
@@ -88,14 +97,15 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
                 lines.append(
                     f"| {g.id} | {g.heldOutUnit or '-'} | {axis} | {g.test} | {h.scope} | {h.n} | {_fmt(h.estimate)} | "
                     f"{_fmt(h.interval)} | {_fmt(h.pValue)} | "
-                    f"{_fmt(h.pAdjusted)} | {_fmt(h.permutationP if h.permutationP is not None else h.signTestP)} | "
+                    f"{_fmt(h.pAdjusted)} | {_perm(h)} | "
                     f"**{h.decision}**{' (' + h.reason + ')' if h.reason else ''} |"
                 )
         lines += [
             "",
-            "Exact p: the sign-flip permutation p (paired gates) is two-sided about the margin, so beside a failed "
-            "one-sided gate a small value means the estimate lies significantly on the wrong side of it; the sign "
-            "test p (threshold gates) is one-sided in the claimed direction.",
+            "Permutation p: the sign-flip test of the gate's own hypothesis (one-sided in the claimed direction for "
+            "bound, superiority and non-inferiority gates; the larger one-sided p for equivalence; two-sided for "
+            "report-only), exact (all 2^n sign flips) or Monte Carlo with its draws and standard error. Where the "
+            "replicates have no spread the t statistic is undefined and the exact test decides.",
             "",
             *[f"- {g.id}: {g.label} -> **{g.decision}**; {g.wording}" for g in r.gates],
             "",

@@ -15,8 +15,13 @@ from cltoolkit.stats.aggregate import (
 )
 from cltoolkit.stats.multiplicity import benjamini_hochberg, holm, holm_simultaneous_lower_bounds
 from cltoolkit.stats.paired import (
+    EXACT_UP_TO,
     OneSided,
+    PermutationP,
+    Tost,
     TTest,
+    degenerate,
+    finite,
     one_sided_t,
     sign_flip_p,
     sign_test_p,
@@ -25,19 +30,25 @@ from cltoolkit.stats.paired import (
     two_sided_t,
     wilcoxon_p,
 )
-from cltoolkit.stats.power import n_exact_t, n_normal, power_t, tost_power
+from cltoolkit.stats.power import n_exact_t, n_normal, n_normal_tost, power_t, tost_power
 
 __all__ = [
     "AGGREGATES",
+    "EXACT_UP_TO",
     "OneSided",
+    "PermutationP",
     "TTest",
+    "Tost",
     "aggregate",
     "benjamini_hochberg",
+    "degenerate",
+    "finite",
     "holm",
     "holm_simultaneous_lower_bounds",
     "iqm",
     "n_exact_t",
     "n_normal",
+    "n_normal_tost",
     "normalized_scores",
     "one_sided_t",
     "optimality_gap",

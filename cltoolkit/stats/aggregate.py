@@ -21,12 +21,20 @@ __all__ = [
 ]
 
 
+def _finite_all(scores: np.ndarray, name: str = "scores") -> np.ndarray:
+    x = np.asarray(scores, dtype=float)
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name}: non-finite value(s): refused (a NaN or infinite score is never dropped silently)")
+    return x
+
+
 def iqm(scores: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     """Interquartile mean: sort all scores, drop floor(N/4) whole observations from each end, average the rest.
 
-    This keeps exactly the middle 50% when N is divisible by 4 and slightly more otherwise.
+    This keeps exactly the middle 50% when N is divisible by 4 and slightly more otherwise. Non-finite scores are
+    refused (ValueError), never dropped.
     """
-    x = np.asarray(scores, dtype=float)
+    x = _finite_all(scores)
     if axis is None:
         x = np.sort(x.ravel())
         k = x.size // 4
@@ -38,7 +46,7 @@ def iqm(scores: np.ndarray, axis: int | None = None) -> np.ndarray | float:
 
 def optimality_gap(scores: np.ndarray, gamma: float = 1.0) -> float:
     """Mean shortfall below `gamma`: mean(max(gamma - score, 0))."""
-    return float(np.mean(np.maximum(gamma - np.asarray(scores, dtype=float), 0.0)))
+    return float(np.mean(np.maximum(gamma - _finite_all(scores), 0.0)))
 
 
 class Interval(NamedTuple):
@@ -57,7 +65,7 @@ def stratified_bootstrap_ci(
 ) -> Interval:
     """Percentile interval of `statistic(scores)` resampling runs independently within each task (stratified
     bootstrap, as rliable; one scipy sample per task). `statistic` takes an (n_runs, n_tasks) array."""
-    x = np.asarray(scores, dtype=float)
+    x = _finite_all(scores)
     if x.ndim != 2:
         raise ValueError("scores must be (n_runs, n_tasks)")
     columns = tuple(x[:, j] for j in range(x.shape[1]))
@@ -84,8 +92,8 @@ def stratified_bootstrap_ci(
 
 def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
     """P(X > Y) + P(X = Y) / 2 per task, averaged over tasks (x, y: (n_runs, n_tasks), runs may differ)."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    x = _finite_all(x, "x")
+    y = _finite_all(y, "y")
     per_task = []
     for j in range(x.shape[1]):
         a, b = x[:, j][:, None], y[:, j][None, :]
@@ -95,7 +103,7 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
 
 def performance_profile(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """Fraction of scores strictly above each threshold tau (the run-score profile, 1 - ECDF(tau))."""
-    x = np.asarray(scores, dtype=float).ravel()
+    x = _finite_all(scores).ravel()
     return np.array([float(np.mean(x > t)) for t in np.asarray(thresholds, dtype=float)])
 
 
@@ -112,7 +120,7 @@ AGGREGATES = ("mean", "iqm", "median", "worst-case", "cvar")
 def aggregate(scores: np.ndarray, name: str, *, higher_is_better: bool = True, tail_fraction: float = 0.25) -> float:
     """One declared aggregate of run-level scores: `mean`, `iqm`, `median`, `worst-case` (the worst score in the
     metric's direction) or `cvar` (mean of the worst ceil(tail_fraction * N) scores)."""
-    x = np.asarray(scores, dtype=float).ravel()
+    x = _finite_all(scores).ravel()
     if x.size == 0:
         raise ValueError("no scores to aggregate")
     if name == "mean":

@@ -12,31 +12,30 @@ from cltoolkit.stats._dist import t_ppf, t_sf
 __all__ = ["HolmBounds", "benjamini_hochberg", "holm", "holm_simultaneous_lower_bounds"]
 
 
-def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm-adjusted p-values (step-down, monotone, capped at 1)."""
+def _pvalues(pvalues: Sequence[float]) -> np.ndarray:
     p = np.asarray(pvalues, dtype=float)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        adjusted[i] = running
-    return adjusted
+    bad = np.flatnonzero(~np.isfinite(p) | (p < 0) | (p > 1))
+    if p.ndim != 1 or bad.size:
+        raise ValueError(
+            f"p-values must be a 1-D list of numbers in [0, 1]; refused at position(s) {', '.join(map(str, bad[:5]))}"
+        )
+    return p
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-adjusted p-values (step-down, monotone, capped at 1), by statsmodels' `multipletests`."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = _pvalues(pvalues)
+    return p.copy() if p.size == 0 else np.asarray(multipletests(p, method="holm")[1], dtype=float)
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1)."""
-    p = np.asarray(pvalues, dtype=float)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m)
-    running = 1.0
-    for rank in range(m - 1, -1, -1):
-        i = order[rank]
-        running = min(running, p[i] * m / (rank + 1))
-        adjusted[i] = min(1.0, running)
-    return adjusted
+    """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1), by statsmodels' `multipletests`."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = _pvalues(pvalues)
+    return p.copy() if p.size == 0 else np.asarray(multipletests(p, method="fdr_bh")[1], dtype=float)
 
 
 class HolmBounds(NamedTuple):
@@ -67,6 +66,8 @@ def holm_simultaneous_lower_bounds(
     est = np.asarray(estimates, dtype=float)
     s = np.asarray(se, dtype=float)
     delta = np.asarray(thresholds, dtype=float)
+    if not (np.all(np.isfinite(est)) and np.all(np.isfinite(s)) and np.all(np.isfinite(delta))):
+        raise ValueError("Holm bounds need finite estimates, standard errors and thresholds")
     m = est.size
     dfs = np.broadcast_to(np.asarray(df, dtype=float), (m,))
     with np.errstate(divide="ignore", invalid="ignore"):

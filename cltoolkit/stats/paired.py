@@ -8,11 +8,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cltoolkit.stats._dist import signed_rank_p, t_ppf, t_sf
+from cltoolkit.stats._dist import t_ppf
 
 __all__ = [
+    "EXACT_UP_TO",
     "OneSided",
+    "PermutationP",
     "TTest",
+    "Tost",
+    "degenerate",
+    "finite",
     "one_sided_t",
     "sign_flip_p",
     "sign_test_p",
@@ -32,6 +37,8 @@ class TTest(NamedTuple):
     low: float
     high: float
     p: float
+    degenerate: bool = False
+    """The spread is zero (or zero up to rounding): the t statistic is undefined and `p` is NaN."""
 
 
 class OneSided(NamedTuple):
@@ -45,11 +52,35 @@ class OneSided(NamedTuple):
     p: float
     lower: float
     """One-sided (1 - alpha) lower confidence bound."""
+    degenerate: bool = False
+    """The spread is zero (or zero up to rounding): the t statistic is undefined and `t`, `p` are NaN."""
+
+
+def finite(x: np.ndarray | list[float], name: str = "values") -> np.ndarray:
+    """`x` as a 1-D float array; NaN and infinite entries are refused, never dropped (ValueError naming them)."""
+    a = np.asarray(x, dtype=float)
+    if a.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array of replicates, got shape {a.shape}")
+    bad = np.flatnonzero(~np.isfinite(a))
+    if bad.size:
+        raise ValueError(
+            f"{name}: non-finite value(s) at position(s) {', '.join(map(str, bad[:5].tolist()))}: refused (a NaN or "
+            "infinite replicate is never dropped silently)"
+        )
+    return a
+
+
+def degenerate(x: np.ndarray) -> bool:
+    """Whether the t statistic of `x` is undefined or numerically meaningless: zero spread, or a spread below
+    1e-10 of the values' magnitude (replicates equal up to rounding)."""
+    a = np.asarray(x, dtype=float)
+    scale = float(np.max(np.abs(a))) if a.size else 0.0
+    return bool(a.std(ddof=1) <= 1e-10 * scale) if scale > 0 else True
 
 
 def _moments(x: np.ndarray) -> tuple[float, float, int]:
-    x = np.asarray(x, dtype=float)
-    if x.ndim != 1 or x.size < 2:
+    x = finite(x)
+    if x.size < 2:
         raise ValueError(f"need at least 2 replicates in a 1-D array, got shape {x.shape}")
     n = x.size
     return float(x.mean()), float(x.std(ddof=1) / math.sqrt(n)), n - 1
@@ -61,26 +92,30 @@ def t_interval(x: np.ndarray, alpha: float = 0.05) -> TTest:
 
 
 def two_sided_t(x: np.ndarray, null: float = 0.0, alpha: float = 0.05) -> TTest:
+    """Two-sided one-sample t test (scipy.stats.ttest_1samp) with its (1 - alpha) interval. Degenerate spread
+    (see `degenerate`): p is NaN, the interval collapses to the mean, and `degenerate` is set."""
+    from scipy import stats as sps
+
     mean, se, df = _moments(x)
+    if degenerate(x):
+        return TTest(mean, se, df, mean, mean, math.nan, True)
     q = float(t_ppf(1 - alpha / 2, df))
-    if se == 0.0:
-        p = 1.0 if mean == null else 0.0
-    else:
-        p = float(2 * t_sf(abs(mean - null) / se, df))
+    p = float(sps.ttest_1samp(np.asarray(x, dtype=float), null).pvalue)
     return TTest(mean, se, df, mean - q * se, mean + q * se, p)
 
 
 def one_sided_t(x: np.ndarray, delta: float, alpha: float = 0.05) -> OneSided:
-    """H0: mean <= delta vs H1: mean > delta (for `at most` claims, pass -x and -delta)."""
+    """H0: mean <= delta vs H1: mean > delta (scipy.stats.ttest_1samp, alternative `greater`; for `at most`
+    claims pass -x and -delta). Degenerate spread: t and p are NaN and `degenerate` is set (decide by an exact
+    test instead)."""
+    from scipy import stats as sps
+
     mean, se, df = _moments(x)
-    if se == 0.0:  # all replicates equal: the t statistic is infinite or undefined
-        t = math.inf if mean > delta else -math.inf
-        p = 0.0 if mean > delta else 1.0
-    else:
-        t = (mean - delta) / se
-        p = float(t_sf(t, df))
+    if degenerate(x):
+        return OneSided(mean, se, df, delta, math.nan, math.nan, mean, True)
+    res = sps.ttest_1samp(np.asarray(x, dtype=float), delta, alternative="greater")
     lower = mean - float(t_ppf(1 - alpha, df)) * se
-    return OneSided(mean, se, df, delta, t, p, lower)
+    return OneSided(mean, se, df, delta, float(res.statistic), float(res.pvalue), lower)
 
 
 class Tost(NamedTuple):
@@ -95,41 +130,91 @@ class Tost(NamedTuple):
     p_upper: float
     interval: tuple[float, float]
     """The (1 - 2 alpha) interval; equivalence at level alpha iff it lies inside the bounds."""
+    degenerate: bool = False
 
 
 def tost(x: np.ndarray, low: float, high: float, alpha: float = 0.05) -> Tost:
-    """TOST for the mean of `x` (paired differences) within (low, high); agrees with statsmodels ttost_paired."""
-    up = one_sided_t(x, low, alpha)
-    down = one_sided_t(-np.asarray(x, dtype=float), -high, alpha)
-    q = float(t_ppf(1 - alpha, up.df))
-    interval = (up.estimate - q * up.se, up.estimate + q * up.se)
-    return Tost(up.estimate, up.se, up.df, max(up.p, down.p), up.p, down.p, interval)
+    """TOST for the mean of `x` (paired differences) within (low, high), by statsmodels' `ttost_paired`.
+    Degenerate spread: p-values NaN, `degenerate` set."""
+    mean, se, df = _moments(x)
+    if degenerate(x):
+        return Tost(mean, se, df, math.nan, math.nan, math.nan, (mean, mean), True)
+    from statsmodels.stats.weightstats import ttost_paired
+
+    a = np.asarray(x, dtype=float)
+    p, lower, upper = ttost_paired(a, np.zeros_like(a), low, high)
+    q = float(t_ppf(1 - alpha, df))
+    return Tost(mean, se, df, float(p), float(lower[1]), float(upper[1]), (mean - q * se, mean + q * se))
+
+
+EXACT_UP_TO = 40
+"""Sign-flip p-values are enumerated exactly (all 2^n flips, by meet in the middle) up to at least this n."""
+
+Alternative = str  # "two-sided" | "greater" | "less"
+
+
+class PermutationP(NamedTuple):
+    """A sign-flip permutation p-value and how it was obtained."""
+
+    p: float
+    exact: bool
+    """True: all 2^n sign flips enumerated. False: Monte Carlo."""
+    draws: int | None = None
+    """Monte Carlo draws (None when exact)."""
+    se: float | None = None
+    """Monte Carlo standard error of p, sqrt(p (1 - p) / draws) (None when exact)."""
+
+
+def _half_sums(d: np.ndarray) -> np.ndarray:
+    sums = np.zeros(1)
+    for value in d:
+        sums = np.concatenate((sums + value, sums - value))
+    return sums
+
+
+def _count_at_least(a: np.ndarray, b_sorted: np.ndarray, threshold: float) -> int:
+    """Number of pairs (i, j) with a[i] + b[j] >= threshold."""
+    return int(b_sorted.size * a.size - np.searchsorted(b_sorted, threshold - a, side="left").sum())
 
 
 def sign_flip_p(
     x: np.ndarray,
     null: float = 0.0,
     *,
-    exact_up_to: int = 20,
+    alternative: Alternative = "two-sided",
+    exact_up_to: int = EXACT_UP_TO,
     draws: int = 100_000,
     rng: np.random.Generator | None = None,
-) -> tuple[float, bool]:
-    """Two-sided sign-flip permutation p of H0: x - null is symmetric about 0, with the mean as statistic.
+) -> PermutationP:
+    """Sign-flip permutation p of H0: x - null is symmetric about 0, with the sum (mean) as statistic, against
+    the `alternative` (`greater`: the mean exceeds `null`; `less`; `two-sided`).
 
-    Exact (all 2^n flips) while n <= `exact_up_to`; above it, Monte Carlo with `draws` flips from `rng`
-    (required) and p = (1 + hits) / (1 + draws). Returns (p, exact).
+    Exact while n <= max(`exact_up_to`, 40): the 2^n flips are counted by meet in the middle (the sums of each half,
+    one side sorted, counted with a binary search), milliseconds at n = 30. Above it, Monte Carlo with `draws`
+    flips from `rng` (required), p = (1 + hits) / (1 + draws), labelled with its draws and standard error.
     """
-    d = np.asarray(x, dtype=float) - null
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided, greater or less, got {alternative!r}")
+    d = finite(x) - null
     n = d.size
     if n < 1:
         raise ValueError("need at least one replicate")
-    observed = abs(d.sum())
+    if alternative == "less":
+        d = -d
+    observed = float(d.sum())
     tol = 1e-12 * max(1.0, float(np.abs(d).sum()))
-    if n <= exact_up_to:
-        sums = np.zeros(1)
-        for value in d:
-            sums = np.concatenate((sums + value, sums - value))
-        return float(np.mean(np.abs(sums) >= observed - tol)), True
+    if n <= max(exact_up_to, EXACT_UP_TO):
+        left, right = _half_sums(d[: n // 2]), np.sort(_half_sums(d[n // 2 :]))
+        total = left.size * right.size
+        if alternative == "two-sided":
+            if abs(observed) <= tol:
+                return PermutationP(1.0, True)
+            hits = _count_at_least(left, right, abs(observed) - tol) + _count_at_least(
+                -left, -right[::-1], abs(observed) - tol
+            )
+        else:
+            hits = _count_at_least(left, right, observed - tol)
+        return PermutationP(min(1.0, hits / total), True)
     if rng is None:
         raise ValueError("a Monte Carlo sign-flip p needs an explicit numpy Generator")
     hits = 0
@@ -138,10 +223,13 @@ def sign_flip_p(
         block = min(remaining, 10_000)
         packed = rng.integers(0, 256, size=(block, (n + 7) // 8), dtype=np.uint8)
         flips = np.unpackbits(packed, axis=1, count=n).astype(float)  # 1: flip the sign (fair, independent bits)
-        # sum of signed d = total - 2 * (sum of flipped d)
-        hits += int(np.sum(np.abs(d.sum() - 2.0 * (flips @ d)) >= observed - tol))
+        stat = d.sum() - 2.0 * (flips @ d)  # sum of signed d = total - 2 * (sum of flipped d)
+        hits += int(
+            np.sum((np.abs(stat) >= abs(observed) - tol) if alternative == "two-sided" else (stat >= observed - tol))
+        )
         remaining -= block
-    return (1 + hits) / (1 + draws), False
+    p = (1 + hits) / (1 + draws)
+    return PermutationP(p, False, draws, math.sqrt(p * (1 - p) / draws))
 
 
 def sign_test_p(x: np.ndarray, threshold: float, direction: int = 1) -> float | None:
@@ -149,7 +237,7 @@ def sign_test_p(x: np.ndarray, threshold: float, direction: int = 1) -> float | 
     replicates strictly beyond the threshold in the claimed direction (ties dropped), p = P(Binomial(n, 1/2) >= k).
     None when every replicate ties the threshold. Assumes nothing about spread, so it stays finite where the t test
     degenerates (identical replicates)."""
-    d = direction * (np.asarray(x, dtype=float) - threshold)
+    d = direction * (finite(x) - threshold)
     d = d[d != 0]
     n = int(d.size)
     if n == 0:
@@ -158,9 +246,16 @@ def sign_test_p(x: np.ndarray, threshold: float, direction: int = 1) -> float | 
     return float(sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n)
 
 
-def wilcoxon_p(x: np.ndarray, null: float = 0.0) -> float | None:
-    """Two-sided Wilcoxon signed-rank p of x - null (None when undefined, e.g. all differences zero)."""
-    d = np.asarray(x, dtype=float) - null
+def wilcoxon_p(x: np.ndarray, null: float = 0.0, alternative: Alternative = "two-sided") -> float | None:
+    """Wilcoxon signed-rank p of x - null against `alternative`, by `scipy.stats.wilcoxon` (zeros dropped, its
+    automatic exact / normal choice); None when undefined (every difference zero)."""
+    import warnings
+
+    from scipy import stats as sps
+
+    d = finite(x) - null
     if d.size < 1 or np.all(d == 0):
         return None
-    return signed_rank_p(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy's notes on ties and zeros (it then uses the normal approximation)
+        return float(sps.wilcoxon(d, zero_method="wilcox", alternative=alternative).pvalue)

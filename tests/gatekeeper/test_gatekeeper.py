@@ -58,7 +58,7 @@ def test_end_to_end_and_idempotent(toy, cli) -> None:  # type: ignore[no-untyped
     assert gates["each"]["decision"] == "pass" and len(gates["each"]["hypotheses"]) == 2
     assert gates["sup"]["decision"] == "pass"
     assert gates["info"]["decision"] == "reported" and "above" in gates["info"]["wording"]
-    assert gates["sup"]["hypotheses"][0]["permutationP"] == 0.0625  # 5 replicates, all above the margin
+    assert gates["sup"]["hypotheses"][0]["permutationP"] == 0.03125  # one-sided: 5 replicates, all above the margin
     assert [h["signTestP"] for h in gates["each"]["hypotheses"]] == [0.03125, 0.03125]  # 5 of 5 above 0.7
     html = (toy.reports_dir / "toy-v1" / "report.html").read_text()
     # gate intervals, performance profile, one matrix per comparison, one curve figure

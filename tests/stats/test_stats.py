@@ -43,19 +43,82 @@ def test_holm_and_bh_match_statsmodels() -> None:
 
 
 def test_exact_permutation_minima() -> None:
-    assert stats.sign_flip_p(np.full(5, 0.3))[0] == 0.0625
-    assert stats.sign_flip_p(np.linspace(0.1, 1, 10))[0] == 0.001953125
+    assert stats.sign_flip_p(np.full(5, 0.3)).p == 0.0625
+    assert stats.sign_flip_p(np.full(5, 0.3), alternative="greater").p == 0.03125
+    assert stats.sign_flip_p(np.linspace(0.1, 1, 10)).p == 0.001953125
 
 
 def test_permutation_hand_case_and_monte_carlo() -> None:
-    # d = [1, -2, 3]: sums of +-1 +-2 +-3 -> |sum| >= 2 in 6 of 8 flips
-    assert stats.sign_flip_p(np.array([1.0, -2.0, 3.0])) == (0.75, True)
-    x = np.random.default_rng(0).normal(0.4, 1, 30)
+    # d = [1, -2, 3]: sums of +-1 +-2 +-3 -> |sum| >= 2 in 6 of 8 flips; sum >= 2 in 3 of 8
+    assert stats.sign_flip_p(np.array([1.0, -2.0, 3.0])) == (0.75, True, None, None)
+    assert stats.sign_flip_p(np.array([1.0, -2.0, 3.0]), alternative="greater").p == 0.375
+    assert stats.sign_flip_p(np.array([1.0, -2.0, 3.0]), alternative="less").p == 0.75  # sum <= 2: 6 of 8
+    x = np.random.default_rng(0).normal(0.4, 1, 45)
     with pytest.raises(ValueError, match="Generator"):
-        stats.sign_flip_p(x, exact_up_to=20)
-    p1, exact = stats.sign_flip_p(x, draws=20_000, rng=np.random.default_rng(5))
-    p2, _ = stats.sign_flip_p(x, draws=20_000, rng=np.random.default_rng(5))
-    assert not exact and p1 == p2 and 0 < p1 < 1
+        stats.sign_flip_p(x)
+    r1 = stats.sign_flip_p(x, draws=20_000, rng=np.random.default_rng(5))
+    r2 = stats.sign_flip_p(x, draws=20_000, rng=np.random.default_rng(5))
+    assert not r1.exact and r1 == r2 and 0 < r1.p < 1
+    assert r1.draws == 20_000 and r1.se == pytest.approx(math.sqrt(r1.p * (1 - r1.p) / 20_000))
+
+
+def _enumerated(d: np.ndarray, alternative: str) -> float:
+    """All 2^n sign flips, one row each (the definition)."""
+    signs = 1 - 2 * ((np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1)
+    sums, observed = signs @ d, d.sum()
+    tol = 1e-12 * max(1.0, float(np.abs(d).sum()))
+    if alternative == "greater":
+        return float(np.mean(sums >= observed - tol))
+    if alternative == "less":
+        return float(np.mean(sums <= observed + tol))
+    return 1.0 if abs(observed) <= tol else float(np.mean(np.abs(sums) >= abs(observed) - tol))
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+def test_exact_permutation_by_meet_in_the_middle_equals_full_enumeration(alternative: str) -> None:
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 5, 9, 14):
+        for _ in range(5):
+            d = rng.normal(0.2, 1, n).round(1)  # rounding makes ties
+            assert stats.sign_flip_p(d, alternative=alternative).p == pytest.approx(_enumerated(d, alternative))
+
+
+def test_exact_permutation_at_n_30_and_40() -> None:
+    d = np.random.default_rng(3).normal(0.35, 1, 30)
+    r = stats.sign_flip_p(d, alternative="greater")
+    assert r.exact and r.draws is None
+    # full enumeration, no sorting or search: every one of the 2^30 signed sums, in 1024 blocks of 2^20
+    tail_sums = (1 - 2 * ((np.arange(2**20)[:, None] >> np.arange(20)) & 1)) @ d[10:]
+    head_sums = (1 - 2 * ((np.arange(2**10)[:, None] >> np.arange(10)) & 1)) @ d[:10]
+    cut = d.sum() - 1e-12 * max(1.0, float(np.abs(d).sum()))
+    hits = sum(int(np.count_nonzero(tail_sums >= cut - s)) for s in head_sums)
+    assert r.p == hits / 2**30
+    assert stats.sign_flip_p(np.random.default_rng(4).normal(0, 1, 40)).exact
+    assert stats.sign_flip_p(np.linspace(0.1, 3, 30), alternative="greater").p == 2**-30  # no floor at 1e-5
+
+
+def test_non_finite_input_is_refused() -> None:
+    x = np.array([0.1, np.nan, 0.3])
+    for call in (
+        lambda: stats.sign_flip_p(x),
+        lambda: stats.wilcoxon_p(x),
+        lambda: stats.sign_test_p(x, 0.0),
+        lambda: stats.holm([0.01, float("nan"), 0.03]),
+        lambda: stats.benjamini_hochberg([0.01, float("inf")]),
+        lambda: stats.iqm(np.array([0.1, np.nan, 0.3, 0.4])),
+        lambda: stats.one_sided_t(x, 0.0),
+        lambda: stats.two_sided_t(np.array([1.0, np.inf]), 0.0),
+        lambda: stats.tost(x, -1, 1),
+    ):
+        with pytest.raises(ValueError, match="refused"):
+            call()
+
+
+def test_tost_normal_plan_for_a_true_difference_of_zero() -> None:
+    # z(0.95) + z(0.90) = 2.926; (2.926 * 0.1 / 0.05)^2 = 34.2 -> 35 (not 25, which has power 0.57)
+    assert stats.n_normal_tost(0.1, 0.05) == 35
+    assert stats.tost_power(25, 0.1, 0.05) == pytest.approx(0.57, abs=0.01)
+    assert stats.n_normal_tost(0.1, 0.05, true_diff=0.01) == math.ceil(((1.6449 + 0.8416) * 0.1 / 0.04) ** 2)
 
 
 def test_tost_matches_statsmodels() -> None:
@@ -74,10 +137,13 @@ def test_one_sided_t_matches_scipy() -> None:
     assert r.lower == pytest.approx(x.mean() - sps.t.ppf(0.95, 4) * x.std(ddof=1) / math.sqrt(5))
 
 
-def test_zero_variance_is_handled() -> None:
-    r = stats.one_sided_t(np.ones(4), 0.5)
-    assert r.p == 0.0 and r.lower == 1.0
-    assert stats.one_sided_t(np.ones(4), 1.0).p == 1.0
+def test_zero_variance_has_no_t_statistic() -> None:
+    r = stats.one_sided_t(np.ones(3), 0.7)
+    assert r.degenerate and math.isnan(r.p) and math.isnan(r.t)
+    nearly = np.array([0.7, 0.7 + 1e-16, 0.7 - 1e-16, 0.7])  # equal up to rounding (gave p = 2.6e-30)
+    assert stats.one_sided_t(nearly + 0.2, 0.7).degenerate
+    assert not stats.one_sided_t(np.array([0.9, 0.91, 0.92]), 0.7).degenerate
+    assert stats.two_sided_t(np.ones(4), 0.0).degenerate and stats.tost(np.zeros(4), -1, 1).degenerate
     assert stats.wilcoxon_p(np.zeros(5)) is None
 
 

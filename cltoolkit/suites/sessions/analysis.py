@@ -146,10 +146,10 @@ class SessionsAnalysis(Analysis):
         if d.size >= 2:
             plan = protocol.analysis
             t = stats.two_sided_t(d, 0.0, plan.alpha)
-            p_perm, exact = stats.sign_flip_p(
+            perm = stats.sign_flip_p(
                 d,
                 0.0,
-                exact_up_to=plan.permutation.exactUpTo,
+                exact_up_to=max(plan.permutation.exactUpTo, stats.EXACT_UP_TO),
                 draws=plan.permutation.monteCarloDraws,
                 rng=np.random.default_rng(plan.permutation.seed),
             )
@@ -158,9 +158,12 @@ class SessionsAnalysis(Analysis):
                     "n": int(d.size),
                     "estimate": t.estimate,
                     "interval": [t.low, t.high],
-                    "tP": t.p,
-                    "permutationP": p_perm,
-                    "permutationExact": exact,
+                    "tP": None if t.degenerate else t.p,
+                    "permutationP": perm.p,
+                    "permutationExact": perm.exact,
+                    "permutationDraws": perm.draws,
+                    "permutationSE": perm.se,
+                    "alternative": "two-sided",
                     "wilcoxonP": stats.wilcoxon_p(d, 0.0),
                     "sdDifference": float(d.std(ddof=1)),
                 }

@@ -125,7 +125,7 @@ class WmfAnalysis(Analysis):
 
     def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
         from cltoolkit.stats.multiplicity import holm
-        from cltoolkit.stats.paired import sign_flip_p
+        from cltoolkit.stats.paired import EXACT_UP_TO, sign_flip_p
         from cltoolkit.suites.wmf.models import WmfProtocol
 
         assert isinstance(protocol, WmfProtocol)
@@ -152,7 +152,7 @@ class WmfAnalysis(Analysis):
                 diffs = [a[s] - b[s] for s in sorted(a) if s in b and a[s] is not None and b[s] is not None]  # type: ignore[operator]
                 pooled.extend(diffs)
                 if diffs:
-                    p, _ = sign_flip_p(np.asarray(diffs))
+                    p = sign_flip_p(np.asarray(diffs)).p  # exact: n is the seeds of one cell
                     per_cell[cell] = {
                         "n": len(diffs),
                         "medianDifference": float(np.median(diffs)),
@@ -168,9 +168,9 @@ class WmfAnalysis(Analysis):
             }
             if pooled:
                 rng = np.random.default_rng(protocol.analysis.permutation.seed)
-                p, exact = sign_flip_p(
+                perm = sign_flip_p(
                     np.asarray(pooled),
-                    exact_up_to=protocol.analysis.permutation.exactUpTo,
+                    exact_up_to=max(protocol.analysis.permutation.exactUpTo, EXACT_UP_TO),
                     draws=protocol.analysis.permutation.monteCarloDraws,
                     rng=rng,
                 )
@@ -178,8 +178,11 @@ class WmfAnalysis(Analysis):
                     "n": len(pooled),
                     "medianDifference": float(np.median(pooled)),
                     "meanDifference": float(np.mean(pooled)),
-                    "p": p,
-                    "exact": exact,
+                    "p": perm.p,
+                    "alternative": "two-sided",
+                    "exact": perm.exact,
+                    "draws": perm.draws,
+                    "se": perm.se,
                 }
             pairs.append(entry)
         tested = [e for e in pairs if e["pooled"] is not None]
