@@ -21,6 +21,7 @@ test: lint
 	$(MAKE) check-results
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m pytest -q -m dist
+	$(BIN)/python -m pytest -q -m browser
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''

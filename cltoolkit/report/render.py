@@ -21,13 +21,123 @@ __all__ = ["markdown_report", "write_reports"]
 
 
 def _fmt(x: Any) -> str:
+    """One fixed, readable format for every number a report prints (Markdown and HTML alike)."""
     if x is None:
         return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return str(x)
     if isinstance(x, float):
-        return f"{x:.4g}"
+        if x != x:
+            return "undefined"
+        if x == 0:
+            return "0"
+        return f"{x:.3e}" if abs(x) >= 1e5 or abs(x) < 1e-3 else f"{x:.4g}"
+    if isinstance(x, dict):
+        return ", ".join(f"{k} {_fmt(v)}" for k, v in x.items())
     if isinstance(x, (tuple, list)):
         return "[" + ", ".join(_fmt(v) for v in x) + "]"
     return str(x)
+
+
+def _p(x: float | None) -> str:
+    """A p-value: four decimals, or two significant digits in scientific form below 1e-4."""
+    if x is None:
+        return "-"
+    if x != x:
+        return "undefined"
+    return f"{x:.1e}" if 0 < x < 1e-4 else f"{x:.4f}"
+
+
+KIND_WORDS = {
+    "holm-simultaneous": "Holm-simultaneous",
+    "bonferroni": "Bonferroni-simultaneous",
+    "marginal": "marginal",
+}
+
+
+def _interval(h: Any) -> str:
+    """`>= low` / `<= high` for one-sided bounds, `[low, high]` for two-sided intervals, with level and kind."""
+    if h is None or h.interval is None:
+        return "none (t statistic undefined)" if h is not None and h.decidedBy and "exact" in h.decidedBy else "-"
+    lo, hi = h.interval
+    text = f">= {_fmt(lo)}" if hi is None else f"<= {_fmt(hi)}" if lo is None else f"[{_fmt(lo)}, {_fmt(hi)}]"
+    level = f"{h.confidenceLevel:.0%}".replace(".0%", "%") if h.confidenceLevel else ""
+    sided = "one-sided " if lo is None or hi is None else ""
+    kind = KIND_WORDS.get(h.intervalKind or "", "")
+    return f"{text} ({sided}{level}{', ' + kind if kind else ''})" if level else text
+
+
+DECISION_WORDS = {"pass": "PASS", "fail": "FAIL", "not-evaluable": "NOT EVALUABLE", "reported": "REPORTED"}
+
+
+def _decision(decision: str, confirmatory: bool) -> str:
+    word = f"**{DECISION_WORDS.get(decision, decision)}**"
+    return word if confirmatory or decision in ("reported", "not-evaluable") else f"{word} (exploratory, unadjusted)"
+
+
+def _verdict(p: Any, r: Results) -> str:
+    """One line that answers first: how many confirmatory gates pass, which fail or cannot be evaluated."""
+    if not r.gates:
+        return "**Verdict:** no gates are declared; the suite's summaries below are the results."
+    confirmatory = {g.id for g in p.gates if g.confirmatory}
+    conf = [g for g in r.gates if g.id in confirmatory and g.test != "report-only"]
+    parts = []
+    if conf:
+        passed = [g.id for g in conf if g.decision == "pass"]
+        parts.append(
+            f"{len(passed)} of {len(conf)} confirmatory gates pass" + (f" ({', '.join(passed)})" if passed else "")
+        )
+        for decision, word in (("fail", "fail"), ("not-evaluable", "not evaluable")):
+            ids = [g.id for g in conf if g.decision == decision]
+            if ids:
+                parts.append(f"{word}: {', '.join(ids)}")
+    explo = [g for g in r.gates if g.id not in confirmatory and g.test != "report-only"]
+    if explo:
+        parts.append("exploratory (unadjusted): " + ", ".join(f"{g.id} {g.decision}" for g in explo))
+    reported = [g.id for g in r.gates if g.test == "report-only"]
+    if reported:
+        parts.append(f"reported without a claim: {', '.join(reported)}")
+    return f"**Verdict:** {'; '.join(parts)}."
+
+
+def _unit(gate: Any) -> str:
+    regs = registries()
+    if gate is not None and gate.metric in regs.metric:
+        return str(regs.metric.get(gate.metric).unit)
+    return str(gate.unit) if gate is not None else "-"
+
+
+def _claims(p: Any, r: Results) -> list[str]:
+    """Each claim with estimate, interval (level and kind), unit and decision, before any detail."""
+    if not r.gates:
+        return []
+    gates = {g.id: g for g in p.gates}
+    lines = [
+        "## Claims",
+        "",
+        "| gate | claim | test | n | estimate | interval | unit | decision |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for g in r.gates:
+        decider = next((h for h in g.hypotheses if h.estimate == g.estimate), g.hypotheses[0] if g.hypotheses else None)
+        declared = gates.get(g.id)
+        lines.append(
+            f"| {g.id} | {g.label} | {g.test} | {g.n} | {_fmt(g.estimate)} | {_interval(decider)} | "
+            f"{_unit(declared)} | {_decision(g.decision, bool(declared and declared.confirmatory))} |"
+        )
+    lines += [
+        "",
+        "Sign convention: a paired gate's estimate is the mean paired difference, the gate's method minus its "
+        "reference, in the metric's unit; a one-sample gate's is the mean. Intervals are one-sided bounds (`>=`, `<=`) "
+        "or two-sided intervals at the stated confidence level; Holm-simultaneous bounds hold jointly over the "
+        "confirmatory family, marginal ones for one hypothesis alone; for a hypothesis Holm rejects, the compatible "
+        "bound is the tested threshold itself (it says the claim holds, not by how much). Exploratory gates are "
+        "decided at the unadjusted level and are not confirmatory evidence.",
+        "",
+    ]
+    return lines
 
 
 def _perm(h: Any) -> str:
@@ -35,8 +145,8 @@ def _perm(h: Any) -> str:
     if h.permutationP is None:
         return "-"
     if h.permutationMethod == "monte-carlo":
-        return f"{_fmt(h.permutationP)} (Monte Carlo, {h.permutationDraws} draws, SE {_fmt(h.permutationSE)})"
-    return f"{_fmt(h.permutationP)} (exact)"
+        return f"{_p(h.permutationP)} (Monte Carlo, {h.permutationDraws} draws, SE {_p(h.permutationSE)})"
+    return f"{_p(h.permutationP)} (exact)"
 
 
 def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> str:
@@ -48,6 +158,8 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         f"Protocol hash `{r.protocolSha256}` ({r.canonicalization}); stage `{r.stage}`; measured "
         f"{r.measuredOn:%Y-%m-%d %H:%M} UTC "
         f"by clt {r.toolkitVersion} (records from {', '.join(r.toolkitVersions) or '-'}).",
+        "",
+        _verdict(p, r),
         "",
         f"Goal: {p.goal}",
         "",
@@ -65,6 +177,7 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
             if r.mixedComponentCode
             else []
         ),
+        *_claims(p, r),
         "## Runs",
         "",
         "| planned | completed | failed | crashed | timeout | missing | excluded |",
@@ -91,14 +204,15 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
             "(same hypothesis) | decision |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
+        confirmatory = {g.id for g in p.gates if g.confirmatory}
         for g in r.gates:
             axis = ", ".join(g.oodAxis) or ("none (same population)" if g.heldOutUnit else "-")
             for h in g.hypotheses:
                 lines.append(
                     f"| {g.id} | {g.heldOutUnit or '-'} | {axis} | {g.test} | {h.scope} | {h.n} | {_fmt(h.estimate)} | "
-                    f"{_fmt(h.interval)} | {_fmt(h.pValue)} | "
-                    f"{_fmt(h.pAdjusted)} | {_perm(h)} | "
-                    f"**{h.decision}**{' (' + h.reason + ')' if h.reason else ''} |"
+                    f"{_interval(h)} | {_p(h.pValue)} | "
+                    f"{_p(h.pAdjusted)} | {_perm(h)} | "
+                    f"{_decision(h.decision, g.id in confirmatory)}{' (' + h.reason + ')' if h.reason else ''} |"
                 )
         lines += [
             "",
@@ -107,7 +221,9 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
             "report-only), exact (all 2^n sign flips) or Monte Carlo with its draws and standard error. Where the "
             "replicates have no spread the t statistic is undefined and the exact test decides.",
             "",
-            *[f"- {g.id}: {g.label} -> **{g.decision}**; {g.wording}" for g in r.gates],
+            *[f"- {g.id}: {g.label} -> {_decision(g.decision, g.id in confirmatory)}; {g.wording}" for g in r.gates],
+            "",
+            "<!-- figures:gates -->",
             "",
         ]
     else:
@@ -127,10 +243,12 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         lines += [
             analysis.report_markdown(p, [x for x in records if x.status.state == "completed"], dict(r.summaries)),
             "",
+            "<!-- figures:suite -->",
+            "",
         ]
     from cltoolkit.report.standard import matrix_markdown
 
-    lines += [matrix_markdown([x for x in records if x.status.state == "completed"])]
+    lines += [matrix_markdown([x for x in records if x.status.state == "completed"]), "<!-- figures:runs -->", ""]
     lines += [
         "## Every planned run (raw scores)",
         "",
@@ -146,9 +264,13 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         "## Reporting checklist",
         "",
         f"- Artifacts: protocol `{p.id}` at `{r.protocolSha256}`; toolkit {', '.join(r.toolkitVersions) or '-'}; "
-        f"git commits {', '.join(_commits(records)) or '-'}.",
+        f"git commits {', '.join(_commits(records)) or 'not recorded'}.",
         "- Seeds and stages: "
-        f"{'; '.join(f'{s.id}: seeds {s.seeds} orders {s.orders or [None]}' for s in p.seeds.stages)}.",
+        + "; ".join(
+            f"{s.id}: seeds {_fmt(s.seeds)}" + (f", task orders {', '.join(s.orders)}" if s.orders else "")
+            for s in p.seeds.stages
+        )
+        + ".",
         "- Generator seed ranges: "
         f"{', '.join(f'{k} [{v.start}, {v.stop})' for k, v in p.seeds.splits.items()) or 'none declared'}.",
         *_split_lines(records),
@@ -167,7 +289,13 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
 
 def _commits(records: Sequence[RunRecord]) -> list[str]:
     """The git commits the records were produced at (12 characters, +dirty for an uncommitted checkout)."""
-    return sorted({str(x.provenance.gitCommit)[:12] + ("+dirty" if x.provenance.gitDirty else "") for x in records})
+    return sorted(
+        {
+            x.provenance.gitCommit[:12] + ("+dirty" if x.provenance.gitDirty else "")
+            for x in records
+            if x.provenance.gitCommit
+        }
+    )
 
 
 def _split_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -241,7 +369,23 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
+def tested_bound(gate: Any) -> float | None:
+    """Where a gate's tested bound lies on its axis: the threshold of a bound gate; on the difference axis + margin
+    for superiority and - margin for non-inferiority when higher is better, mirrored when lower is better."""
+    if gate is None:
+        return None
+    if gate.threshold is not None:
+        return float(gate.threshold)
+    if gate.margin is not None and gate.test in ("superiority", "non-inferiority"):
+        side = 1.0 if gate.test == "superiority" else -1.0
+        return side * float(gate.margin) * (-1.0 if gate.lower_is_better else 1.0)
+    return None
+
+
+def _figures(
+    loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
+) -> dict[str, list[tuple[str, Any]]]:
+    """Figures by the section they support: `gates` (intervals, profiles), `suite`, `runs` (matrices, curves)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # no pyplot: lighter, and no global figure state
 
@@ -256,7 +400,7 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
         units: dict[str, list[Any]] = {}
         for g, h in hyps:  # one panel per unit: values, thresholds and margins in one unit share an axis
             units.setdefault(gates[g.id].unit if g.id in gates else "", []).append((g, h))
-        fig = Figure(figsize=(7, 0.6 + 0.35 * len(hyps) + 0.5 * len(units)))
+        fig = Figure(figsize=(9, 1.0 + 0.45 * len(hyps) + 0.6 * len(units)))
         FigureCanvasAgg(fig)  # a real canvas, so layout can measure text
         axes = fig.subplots(
             len(units), 1, squeeze=False, gridspec_kw={"height_ratios": [len(v) for v in units.values()]}
@@ -279,33 +423,28 @@ def _figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunReco
                     "D",
                     color="C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k",
                 )
-                gate = gates.get(g.id)
-                bound = None
-                if gate is not None and gate.threshold is not None:
-                    bound = gate.threshold
-                elif gate is not None and gate.margin is not None and gate.test != "equivalence-tost":
-                    bound = -gate.margin if gate.lower_is_better else gate.margin
+                bound = tested_bound(gates.get(g.id))
                 if bound is not None:
                     ax.plot([bound, bound], [i - 0.4, i + 0.4], color="k", lw=1, ls="--")
-            ax.set_yticks(range(len(rows)), [f"{g.id}/{h.scope}" for g, h in rows], fontsize=7)
+            ax.set_yticks(range(len(rows)), [f"{g.id}/{h.scope}" for g, h in rows], fontsize=9)
             ax.set_ylim(len(rows) - 0.5, -0.5)
-            ax.set_xlabel(unit, fontsize=7)
+            ax.set_xlabel(f"{unit} (paired gates: method minus reference)", fontsize=9)
         axes[0, 0].set_title(
-            "Per-replicate values (points), estimate (diamond), interval (bar), bound (dashed)", fontsize=8
+            "Per-replicate values (points), estimate (diamond: green pass, red fail), interval (bar), tested bound "
+            "(dashed)",
+            fontsize=9,
         )
         figs.append(("Gate intervals with per-replicate values", fig))
     figs += _profiles(loaded, results)
     from cltoolkit.report.standard import curve_figures, matrix_figures
 
     completed = [r for r in records if r.status.state == "completed"]
-    figs += matrix_figures(completed) + curve_figures(completed)
+    out = {"gates": figs, "runs": matrix_figures(completed) + curve_figures(completed), "suite": []}
     suite = registries().suite.get(loaded.model.suite)
     if suite.analysis:
         analysis = registries().analysis.get(suite.analysis)()
-        figs += analysis.figures(
-            loaded.model, [r for r in records if r.status.state == "completed"], dict(results.summaries)
-        )
-    return figs
+        out["suite"] = analysis.figures(loaded.model, completed, dict(results.summaries))
+    return out
 
 
 def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]:
@@ -338,7 +477,7 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
         allv = np.concatenate([np.asarray(v) for v in by_comp.values()])
         pad = 0.02 * (allv.max() - allv.min() or 1.0)  # past both ends, so every profile reaches 0 and 1
         taus = np.linspace(allv.min() - pad, allv.max() + pad, 200)
-        fig = Figure(figsize=(6, 3))
+        fig = Figure(figsize=(9, 3.6))
         FigureCanvasAgg(fig)
         ax = fig.subplots()
         for comp, vals in by_comp.items():
@@ -348,11 +487,11 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
             )
         sign = ">" if higher else "<"
         ax.set_xlabel(
-            f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)", fontsize=7
+            f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)", fontsize=9
         )
-        ax.set_ylabel("fraction of runs")
-        ax.set_title(f"Performance profile: {decl.label} ({shown})", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_ylabel("fraction of runs", fontsize=9)
+        ax.set_title(f"Performance profile: {decl.label} ({shown})", fontsize=10)
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
         figs.append((f"Performance profile: {decl.id}", fig))
     return figs
 
@@ -362,7 +501,7 @@ def _png(fig: Any) -> str:
 
     buf = io.BytesIO()
     fig.tight_layout(pad=1.5)  # cheaper than bbox_inches="tight", which draws the figure twice
-    fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
     if "matplotlib.pyplot" in sys.modules:  # suites' figures may come from pyplot: release them
         sys.modules["matplotlib.pyplot"].close(fig)
     return base64.b64encode(buf.getvalue()).decode()
@@ -371,10 +510,19 @@ def _png(fig: Any) -> str:
 _WARN = ' style="color:#b00020"'
 
 
-def _md_to_html(md: str) -> str:
+DECISION_CLASS = {"PASS": "pass", "FAIL": "fail", "NOT EVALUABLE": "ne", "REPORTED": "rep"}
+
+
+def _md_to_html(md: str, figures: dict[str, str] | None = None) -> str:
+    figures = figures or {}
     out, table = [], False
     for line in md.splitlines():
         inline = html.escape(line)
+        inline = re.sub(
+            r"\*\*(PASS|FAIL|NOT EVALUABLE|REPORTED)\*\*",
+            lambda m: f'<b class="{DECISION_CLASS[m.group(1)]}">{m.group(1)}</b>',
+            inline,
+        )
         inline = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", inline)
         inline = re.sub(r"`(.+?)`", r"<code>\1</code>", inline)
         if line.startswith("|"):
@@ -382,19 +530,29 @@ def _md_to_html(md: str) -> str:
             if all(set(c) <= {"-"} for c in cells):
                 continue
             tag = "th" if not table else "td"
-            out.append(
-                ("<table>" if not table else "") + "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>"
+            row = "".join(  # short cells (numbers, p-values, decisions) never wrap mid-value
+                f"<{tag} class='n'>{c}</{tag}>"
+                if tag == "td" and len(re.sub("<[^>]+>", "", c)) <= 24
+                else f"<{tag}>{c}</{tag}>"
+                for c in cells
             )
+            out.append(("<table>" if not table else "") + "<tr>" + row + "</tr>")
             table = True
             continue
         if table:
             out.append("</table>")
             table = False
+        marker = re.fullmatch(r"<!-- figures:(\w+) -->", line.strip())
+        if marker:
+            out.append(figures.get(marker.group(1), ""))
+            continue
         if line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
             out.append(f"<h{level}>{inline[level:].strip()}</h{level}>")
         elif line.startswith("- "):
             out.append(f"<li{_WARN if 'WARNING:' in line else ''}>{inline[2:]}</li>")
+        elif line.startswith("**Verdict:**"):
+            out.append(f'<p id="verdict">{inline}</p>')
         elif line.strip():
             out.append(f"<p{_WARN if line.startswith('**WARNING:') else ''}>{inline}</p>")
     if table:
@@ -409,13 +567,23 @@ def write_reports(
     pair under `reports/<id>/<stage>/`, so that reporting a later stage (validation after preliminary) never erases
     an earlier stage's report; `clt report` adds that stage's results block there as `results.json`."""
     md = markdown_report(loaded, results, records)
-    figs = [(title, _png(fig)) for title, fig in _figures(loaded, results, records)]
-    body = _md_to_html(md) + "".join(
-        f'<h3>{html.escape(t)}</h3><img alt="{html.escape(t)}" src="data:image/png;base64,{data}">' for t, data in figs
-    )
+    blocks = {
+        section: "".join(
+            f'<figure><figcaption>{html.escape(t)}</figcaption><img alt="{html.escape(t)}" '
+            f'src="data:image/png;base64,{_png(fig)}"></figure>'
+            for t, fig in figs
+        )
+        for section, figs in _figures(loaded, results, records).items()
+    }
+    body = _md_to_html(md, blocks)
+    md = re.sub(r"\n<!-- figures:\w+ -->\n", "\n", md)  # the Markdown report lists no images
     style = (
-        "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}"
+        "body{font-family:sans-serif;max-width:1180px;margin:auto;padding:0 12px;line-height:1.4}"
+        "table{border-collapse:collapse;margin:6px 0;max-width:100%}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}td.n{white-space:nowrap}"
+        "th{background:#f3f3f3}#verdict{font-size:18px;padding:8px 12px;background:#f6f8fa;border-left:4px solid #444}"
+        ".pass{color:#0a7d32}.fail{color:#b00020}.ne{color:#666}.rep{color:#1f4e9c}"
+        "figure{margin:12px 0}figcaption{font-weight:bold;margin-bottom:4px}img{max-width:100%;height:auto}"
     )
     page = (
         "<!doctype html><html><head><meta "

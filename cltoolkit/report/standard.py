@@ -78,30 +78,41 @@ def matrix_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figs = []
+    parsed_all: list[tuple[str, list[str], list[str], np.ndarray]] = []
     for label, entries in list(_group(records, "successMatrix").items())[:12]:
         parsed = _matrices(entries)
-        if parsed is None:
-            continue
-        tasks, phases, m = parsed
+        if parsed is not None:
+            parsed_all.append((label, *parsed))
+    means: list[tuple[str, list[str], list[str], np.ndarray, np.ndarray]] = []
+    for label, tasks, phases, m in parsed_all:
         counts = np.sum(~np.isnan(m), axis=0)
         mean = np.where(counts > 0, np.nansum(m, axis=0) / np.maximum(counts, 1), np.nan)  # null cells stay empty
-        fig = Figure(figsize=(1.2 + 0.9 * len(tasks), 1.0 + 0.5 * len(phases)))
+        if np.any(~np.isnan(mean)):
+            means.append((label, tasks, phases, m, mean))
+    if not means:
+        return []
+    finite = np.concatenate([mean[~np.isnan(mean)] for *_, mean in means])
+    # one colour scale for every matrix of the report: [0, 1] for rates, else the range of all of them
+    lo, hi = (0.0, 1.0) if finite.min() >= 0 and finite.max() <= 1 else (float(finite.min()), float(finite.max()))
+    figs = []
+    for label, tasks, phases, m, mean in means:
+        fig = Figure(figsize=(2.0 + 1.1 * len(tasks), 1.4 + 0.6 * len(phases)))
         FigureCanvasAgg(fig)
         ax = fig.subplots()
-        finite = mean[~np.isnan(mean)]
-        if finite.size == 0:
-            continue
-        im = ax.imshow(np.ma.masked_invalid(mean), vmin=finite.min(), vmax=finite.max(), cmap="viridis", aspect="auto")
+        im = ax.imshow(np.ma.masked_invalid(mean), vmin=lo, vmax=hi, cmap="viridis", aspect="auto")
         for i in range(len(phases)):
             for j in range(len(tasks)):
                 if not np.isnan(mean[i, j]):
-                    ax.text(j, i, f"{mean[i, j]:.2f}", ha="center", va="center", fontsize=7, color="w")
-        ax.set_xticks(range(len(tasks)), tasks, fontsize=7)
-        ax.set_yticks(range(len(phases)), [f"after {p}" for p in phases], fontsize=7)
-        ax.set_xlabel("evaluated on task", fontsize=7)
-        ax.set_title(f"{label}: mean over {m.shape[0]} runs", fontsize=8)
-        fig.colorbar(im, ax=ax)
+                    light = (float(mean[i, j]) - lo) / ((hi - lo) or 1.0) > 0.55  # viridis turns yellow: dark text
+                    ax.text(
+                        j, i, f"{mean[i, j]:.2f}", ha="center", va="center", fontsize=9, color="k" if light else "w"
+                    )
+        ax.set_xticks(range(len(tasks)), tasks, fontsize=9)
+        ax.set_yticks(range(len(phases)), [f"after {p}" for p in phases], fontsize=9)
+        ax.set_xlabel("evaluated on task", fontsize=9)
+        ax.set_title(f"{label}: mean over {m.shape[0]} runs", fontsize=10)
+        bar = fig.colorbar(im, ax=ax)
+        bar.set_label("mean value (same scale in every matrix)", fontsize=8)
         figs.append((f"Per-task matrix: {label}", fig))
     return figs
 
@@ -118,7 +129,7 @@ def curve_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
                     by_name.setdefault(name, {}).setdefault(label, []).append(curve)
     figs = []
     for name, groups in by_name.items():  # every curve: a report never drops one silently
-        fig = Figure(figsize=(6.5, 3))
+        fig = Figure(figsize=(8, 3.6))
         FigureCanvasAgg(fig)
         ax = fig.subplots()
         meta: dict[str, Any] = {}
@@ -136,9 +147,9 @@ def curve_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
                     label=f"{label} (n={len(curves)})",
                 )
             meta = curves[0]
-        ax.set_xlabel(str(meta.get("xLabel", "")), fontsize=7)
-        ax.set_ylabel(str(meta.get("yLabel", name)), fontsize=7)
-        ax.set_title(f"{name}: mean (thick) and every run (thin)", fontsize=8)
-        ax.legend(fontsize=6)
+        ax.set_xlabel(str(meta.get("xLabel", "")), fontsize=9)
+        ax.set_ylabel(str(meta.get("yLabel", name)), fontsize=9)
+        ax.set_title(f"{name}: mean (thick) and every run (thin)", fontsize=10)
+        ax.legend(fontsize=8)
         figs.append((f"Curves: {name}", fig))
     return figs

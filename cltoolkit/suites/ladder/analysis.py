@@ -29,6 +29,11 @@ def ranks(values: dict[str, float]) -> dict[str, int]:
     return {k: 1 + sum(1 for o in values.values() if o < v) for k, v in values.items()}
 
 
+def _num(x: Any, none: str = "-") -> str:
+    """Four significant digits (the report's fixed number format); `none` for a missing value."""
+    return none if x is None else f"{float(x):.4g}"
+
+
 def _metric_ids(p: LadderProtocol) -> dict[str, str]:
     r = p.rungs
     return {
@@ -69,18 +74,26 @@ class LadderAnalysis(Analysis):
 
     def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
         assert isinstance(protocol, LadderProtocol)
-        by_comp = {r.spec.comparison: r for r in records}
+        runs: dict[str, list[RunRecord]] = {}
+        for rec in sorted(records, key=lambda r: r.spec.seed):
+            runs.setdefault(rec.spec.comparison, []).append(rec)
+        by_comp = {c: recs[0] for c, recs in runs.items()}  # the lowest seed: its rung details are shown
         metrics: dict[str, Any] = {
             c: r.metrics for c, r in by_comp.items()
         }  # JSON values, read as the driver wrote them
+
+        def mean(comp: str, metric: str) -> float:
+            """The rung's raw value: the mean over every seed of the comparison (never one seed's)."""
+            return float(np.mean([float(r.metrics[metric]) for r in runs[comp]]))  # type: ignore[arg-type]
+
         metric_ids = _metric_ids(protocol)
         competitors = [c.id for c in protocol.comparisons if c.diagnostic is None]
         diagnostics = [c.id for c in protocol.comparisons if c.diagnostic is not None]
         rungs: dict[str, Any] = {}
         for key, label in RUNGS:
             metric = metric_ids[key]
-            raw = {c: float(metrics[c][metric]) for c in competitors if c in by_comp and metric in metrics[c]}
-            diag = {c: float(metrics[c][metric]) for c in diagnostics if c in by_comp and metric in metrics[c]}
+            raw = {c: mean(c, metric) for c in competitors if c in by_comp and metric in metrics[c]}
+            diag = {c: mean(c, metric) for c in diagnostics if c in by_comp and metric in metrics[c]}
             rk = ranks(raw)
             best = sorted(c for c, r in rk.items() if r == 1)
             rungs[key] = {
@@ -114,7 +127,12 @@ class LadderAnalysis(Analysis):
             rungs[key]["cycle"] = {
                 c: metrics[c][key]["cycle"] for c in [*rungs[key]["values"], *rungs[key]["diagnostics"]]
             }
-        return {"rungs": rungs, "note": "Ranks are within each rung (1 = best); they are never summed."}
+        return {
+            "rungs": rungs,
+            "seeds": {c: [r.spec.seed for r in recs] for c, recs in runs.items()},
+            "note": "Ranks are within each rung (1 = best); they are never summed. Raw values are means over each "
+            "comparison's seeds; rung details (population MSE, steady states, cycles) are those of its lowest seed.",
+        }
 
     @staticmethod
     def _paired_se(by_comp: dict[str, RunRecord], comps: list[str]) -> dict[str, float]:
@@ -129,20 +147,28 @@ class LadderAnalysis(Analysis):
     def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         rungs = summaries["rungs"]
         comps = list(rungs["oneStep"]["values"])
-        lines = ["## Ladder: raw metric and rank per rung (1 = best; ranks are never summed)", ""]
+        seeds = summaries.get("seeds", {})
+        counts = sorted({len(v) for v in seeds.values()}) or [1]
+        over = f"mean over {counts[0]} seed(s)" if len(counts) == 1 else "mean over each comparison's seeds"
+        lines = [f"## Ladder: raw metric ({over}) and rank per rung (1 = best; ranks are never summed)", ""]
         lines.append("| rung | metric | " + " | ".join(comps) + " | favours |")
         lines.append("|---|---|" + "---|" * len(comps) + "---|")
         for key, label in RUNGS:
             r = rungs[key]
-            cells = [f"{r['values'][c]:.6g} ({r['ranks'][c]})" if c in r["values"] else "-" for c in comps]
+            cells = [f"{_num(r['values'][c])} ({r['ranks'][c]})" if c in r["values"] else "-" for c in comps]
             lines.append(f"| {label} | `{r['metric']}` | " + " | ".join(cells) + f" | {', '.join(r['favours'])} |")
         lines += [
             "",
             "Diagnostic controllers (not competitors): "
-            + "; ".join(
-                f"{key}: " + ", ".join(f"{c} {v:.6g}" for c, v in rungs[key]["diagnostics"].items())
-                for key in ("control", "transfer")
-            ),
+            + (
+                "; ".join(
+                    f"{key}: " + ", ".join(f"{c} {_num(v)}" for c, v in rungs[key]["diagnostics"].items())
+                    for key in ("control", "transfer")
+                    if rungs[key]["diagnostics"]
+                )
+                or "none declared"
+            )
+            + ".",
             "",
         ]
         one = rungs["oneStep"]
@@ -155,11 +181,11 @@ class LadderAnalysis(Analysis):
         )
         roll = rungs["rollout"]
         lines.append(
-            f"Steady state under constant input: true {roll.get('trueSteadyState')}; "
-            + ", ".join(f"{c} {roll['steadyState'][c]}" for c in comps)
-            + " (None: unstable). Forced alternating amplitude: true "
-            + f"{roll.get('trueForcedAmplitude')}; "
-            + ", ".join(f"{c} {roll['forcedAmplitude'][c]}" for c in comps)
+            f"Steady state under constant input: true {_num(roll.get('trueSteadyState'))}; "
+            + ", ".join(f"{c} {_num(roll['steadyState'][c], 'none (unstable)')}" for c in comps)
+            + ". Forced alternating amplitude: true "
+            + f"{_num(roll.get('trueForcedAmplitude'))}; "
+            + ", ".join(f"{c} {_num(roll['forcedAmplitude'][c], 'none (unstable)')}" for c in comps)
             + "."
         )
         for key in ("control", "transfer"):
@@ -186,29 +212,40 @@ class LadderAnalysis(Analysis):
 
         assert isinstance(protocol, LadderProtocol)
         figs = []
+        colors = {c.id: f"C{i}" for i, c in enumerate(protocol.comparisons)}  # one colour per comparison everywhere
+        ordered = sorted(records, key=lambda r: (r.spec.comparison, r.spec.seed))
         for key, title in (("control", "Closed-loop control (true system)"), ("transfer", "Transfer system")):
-            fig, ax = plt.subplots(figsize=(7, 3.5))
-            for rec in sorted(records, key=lambda r: r.spec.comparison):
+            fig, ax = plt.subplots(figsize=(8, 3.8))
+            seen: set[str] = set()
+            for rec in ordered:
                 loop = rec.metrics.get(key)
                 if isinstance(loop, dict):
-                    ax.plot(range(1, len(loop["states"]) + 1), loop["states"], label=rec.spec.comparison)  # type: ignore[arg-type]
+                    comp = rec.spec.comparison
+                    label = None if comp in seen else comp  # one legend entry per comparison, not per run
+                    seen.add(comp)
+                    ax.plot(range(1, len(loop["states"]) + 1), loop["states"], color=colors.get(comp), label=label)  # type: ignore[arg-type]
             ax.axhline(protocol.rungs.control.target, color="k", lw=0.8, ls="--", label="target s*")
             ax.set_xlabel("step")
             ax.set_ylabel("state")
             ax.set_title(title)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
             figs.append((title, fig))
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig, ax = plt.subplots(figsize=(8, 3.8))
         first = True
-        for rec in sorted(records, key=lambda r: r.spec.comparison):
+        seen = set()
+        for rec in ordered:
             roll = rec.metrics.get("rollout")
             if isinstance(roll, dict):
                 if first:
                     ax.plot(roll["trueTrajectory"], "k--", label="true (noiseless)")  # type: ignore[arg-type]
                     first = False
-                ax.plot(roll["trajectory"], label=rec.spec.comparison)  # type: ignore[arg-type]
+                comp = rec.spec.comparison
+                ax.plot(roll["trajectory"], color=colors.get(comp), label=None if comp in seen else comp)  # type: ignore[arg-type]
+                seen.add(comp)
         ax.set_ylim(-0.5, 4)
+        ax.set_xlabel("step")
+        ax.set_ylabel("state")
         ax.set_title("Open-loop rollout, constant input")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
         figs.append(("Open-loop rollout", fig))
         return figs

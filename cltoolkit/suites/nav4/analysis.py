@@ -181,8 +181,11 @@ class Nav4Analysis(Analysis):
                 if not mem
                 else (
                     f"capacity {mem['capacity']} transitions, {mem['held']} held at the end "
-                    f"(offered {mem['offered']}); per task index in run {c.get('memoryRun', '-')}: "
-                    f"{mem['perTaskIndex']} (tasks {mem['tasks']})"
+                    f"(offered {mem['offered']}); held per task in run {c.get('memoryRun', '-')}: "
+                    + ", ".join(
+                        f"{mem['tasks'][int(i)] if int(i) < len(mem['tasks']) else i} {n}"
+                        for i, n in mem["perTaskIndex"].items()
+                    )
                 )
             )
             secs = [s for s in c["trainingSeconds"] if s is not None]
@@ -193,7 +196,8 @@ class Nav4Analysis(Analysis):
                 else "not recorded"
             )
             lines.append(
-                f"- {cid}: {c['parameters']} trainable parameters; replay memory {mem_text}; training + "
+                f"- {cid}: {', '.join(str(n) for n in sorted(set(c['parameters'])))} trainable parameters; replay "
+                f"memory {mem_text}; training + "
                 f"evaluation wall-clock: {clock}."
             )
         lines.append(

@@ -1,0 +1,69 @@
+"""What the report page says: the tested bound on the right side, ladder rungs averaged over seeds, a verdict first,
+numbers in one format, and no Python leaking into text."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from cltoolkit.protocol.models import Gate
+from cltoolkit.report import render
+from tests.conftest import REPO
+
+
+def _gate(test: str, comparator: str, **extra: object) -> Gate:
+    base = {"id": "g", "label": "g", "metric": "m", "method": "a", "unit": "u", "test": test, "comparator": comparator}
+    return Gate.model_validate({**base, **extra})
+
+
+@pytest.mark.parametrize(
+    ("test", "comparator", "expected"),
+    [
+        ("superiority", ">=", 0.05),  # higher is better: D > +margin
+        ("non-inferiority", ">=", -0.05),  # D > -margin (nav4 replay-adaptation: drawn at -0.05, as tested)
+        ("superiority", "<=", -0.05),  # lower is better: D < -margin
+        ("non-inferiority", "<=", 0.05),  # D < +margin
+    ],
+)
+def test_the_tested_bound_is_drawn_where_it_is_tested(test: str, comparator: str, expected: float) -> None:
+    assert render.tested_bound(_gate(test, comparator, reference="b", margin=0.05)) == expected
+
+
+def test_ladder_rungs_are_means_over_seeds() -> None:
+    from cltoolkit.run.record import read_record
+    from cltoolkit.suites.ladder.analysis import LadderAnalysis
+    from cltoolkit.validation import load_protocol
+
+    protocol = load_protocol(REPO / "protocols" / "ladder-v1.json").model
+    records = [read_record(p) for p in sorted((REPO / "runs" / "ladder-v1").glob("*/record.json"))]
+    metric = "ladder.tracking-mae-v1"
+    more = []
+    for seed in (1, 2):  # two more seeds of every comparison, with other values
+        for rec in records:
+            metrics = {**rec.metrics, metric: float(rec.metrics[metric]) * (1 + seed)}  # type: ignore[arg-type]
+            spec = rec.spec.model_copy(update={"seed": seed})
+            more.append(rec.model_copy(update={"metrics": metrics, "spec": spec}))
+    control = LadderAnalysis().summaries(protocol, records + more)["rungs"]["control"]
+    for rec in records:
+        if rec.spec.comparison in control["values"]:
+            base = float(rec.metrics[metric])  # type: ignore[arg-type]
+            assert control["values"][rec.spec.comparison] == pytest.approx(base * (1 + 2 + 3) / 3)
+
+
+def test_numbers_and_p_values_have_one_format() -> None:
+    assert render._fmt(1.9999999999999984) == "2" and render._fmt(0.0656) == "0.0656" and render._fmt(None) == "-"
+    assert render._fmt({"combined": 0.95, "goal": 1.0}) == "combined 0.95, goal 1"
+    assert render._p(1.86e-7) == "1.9e-07" and render._p(0.0058) == "0.0058" and render._p(None) == "-"
+
+
+@pytest.mark.parametrize("report", sorted(REPO.glob("reports/*/report.md")), ids=lambda p: p.parent.name)
+def test_committed_reports_answer_first_and_leak_no_python(report) -> None:  # type: ignore[no-untyped-def]
+    text = report.read_text()
+    first = [line for line in text.splitlines() if line.strip()][2]
+    assert first.startswith("**Verdict:**"), first
+    for leak in ("None", "[None]", "{'", "['", "nan"):
+        assert not re.search(rf"(?<![\w-]){re.escape(leak)}(?![\w-])", text), f"{leak!r} in {report}"
+    results = json.loads((REPO / "protocols" / f"{report.parent.name}.json").read_text())["results"]
+    assert results["resultsVersion"] == 2
