@@ -32,7 +32,7 @@ app = typer.Typer(
     help="clt: pre-registered, frozen, un-cherry-pickable continual-learning evaluations.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
 )
 app.add_typer(protocol_cli.app, name="protocol")
 
@@ -48,7 +48,9 @@ def _root(
     root: Annotated[
         str | None, typer.Option("--root", help="Project folder (default: CLT_ROOT, else found upward).")
     ] = None,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True)] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     set_root(root)
 
@@ -66,7 +68,7 @@ def list_(
     kind: Annotated[
         str | None, typer.Argument(help="suite | environment | method | metric | analysis | executor")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show registered components."""
     from cltoolkit.registry import KINDS, registries

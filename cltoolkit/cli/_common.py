@@ -66,10 +66,38 @@ def environment_fault(exc: OSError) -> str | None:
     }.get(exc.errno or 0)
 
 
+def _readable_metavars() -> None:
+    """Help that shows what an option takes: nothing for a flag, its name for a value. Typer 0.29 prints the Python
+    type instead (`<bool>`, `<str>`, `<list[str]>`), which makes flags look as if they took a value; this changes
+    that display for clt's own commands only (the one place Typer decides it)."""
+    from typer.core import TyperArgument, TyperOption
+
+    if not hasattr(TyperOption, "display_type_rich") or getattr(TyperOption, "_clt_metavars", False):
+        return
+
+    def display(self: Any, ctx: Any) -> str | None:
+        if self.metavar is not None:
+            return str(self.metavar)
+        if self.is_flag or self.is_bool_flag:
+            return None
+        long = next((o for o in self.opts if o.startswith("--")), self.opts[0] if self.opts else "value")
+        name = long.lstrip("-").upper().replace("-", "_")
+        return name + ("..." if self.multiple else "")
+
+    TyperOption.display_type_rich = display  # type: ignore[method-assign]
+    if hasattr(TyperArgument, "display_type_rich"):  # an argument's name column already says what it takes
+        TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+    setattr(TyperOption, "_clt_metavars", True)  # noqa: B010
+
+
+_readable_metavars()
+
+
 def command(app: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
     """`@app.command()` that turns `CltError` into a message and an exit code."""
 
     def decorator(func: F) -> F:
+
         @functools.wraps(func)
         def wrapper(*a: Any, **kw: Any) -> Any:
             try:

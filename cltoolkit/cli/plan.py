@@ -15,15 +15,15 @@ app = typer.Typer(help="Plan evaluations (power).", no_args_is_help=True)
 def power(
     sigma: Annotated[float | None, typer.Option("--sigma", help="SD of paired differences (sigma_D).")] = None,
     delta: Annotated[float | None, typer.Option("--delta", help="Smallest difference worth detecting.")] = None,
-    alpha: Annotated[float, typer.Option("--alpha")] = 0.05,
-    target: Annotated[float, typer.Option("--power")] = 0.8,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of each test.")] = 0.05,
+    target: Annotated[float, typer.Option("--power", help="Target power.")] = 0.8,
     test: Annotated[str, typer.Option("--test", help="two-sided | one-sided | tost")] = "two-sided",
     protocol: Annotated[str | None, typer.Option("--protocol", help="Protocol id (with --from-pilot).")] = None,
     from_pilot: Annotated[
         bool, typer.Option("--from-pilot", help="sigma_D per declared gate from pilot runs.")
     ] = False,
     pilot_hash: Annotated[str | None, typer.Option("--pilot-hash", help="Pilot store (hash prefix) to use.")] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Replicates needed: the normal approximation and the exact (noncentral t / TOST) answer."""
     from cltoolkit import stats

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     @command(app, "report")
     def report(
         protocol: Annotated[str, typer.Option("--protocol", "-p", help="Frozen protocol id.")],
-        stage: Annotated[str | None, typer.Option("--stage")] = None,
+        stage: Annotated[str | None, typer.Option("--stage", help="Stage to report (default: the first).")] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Compute without writing anything.")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the results block.")] = False,
         aggregate: Annotated[

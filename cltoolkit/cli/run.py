@@ -33,8 +33,8 @@ def register(app: typer.Typer) -> None:
             list[str] | None, typer.Option("--methods", help="Comparison ids (comma-separated).")
         ] = None,
         seeds: Annotated[list[str] | None, typer.Option("--seeds", help="Seeds (comma-separated).")] = None,
-        orders: Annotated[list[str] | None, typer.Option("--orders")] = None,
-        cells: Annotated[list[str] | None, typer.Option("--cells")] = None,
+        orders: Annotated[list[str] | None, typer.Option("--orders", help="Task order ids (comma-separated).")] = None,
+        cells: Annotated[list[str] | None, typer.Option("--cells", help="Grid cells (comma-separated).")] = None,
         workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: cores).")] = None,
         timeout: Annotated[float | None, typer.Option("--timeout", help="Per-run limit in seconds.")] = None,
         threads: Annotated[int, typer.Option("--threads", help="Torch threads per run.")] = 1,
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         wait: Annotated[
             bool, typer.Option("--wait", help="If another driver holds the store, wait for it instead of exiting.")
         ] = False,
-        json_out: Annotated[bool, typer.Option("--json")] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Run a protocol's grid (skipping finished runs) and write one record per run."""
         from cltoolkit.cli.progress import RunProgress
@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
         scores: Annotated[
             bool, typer.Option("--scores", help="Also each completed run's raw declared scores.")
         ] = False,
-        json_out: Annotated[bool, typer.Option("--json")] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """The grid (comparison x cell x order x seed) with each run's state (and raw scores: never results)."""
         from cltoolkit.run.status import STATE_LETTERS, grid_status
