@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +34,18 @@ class _Entry:
     origin: str
     value: Any = None
     resolved: bool = False
+    search_path: str | None = None
+    """A project's own components import from the project folder (and from nowhere else first)."""
+
+
+@contextmanager
+def _importable(folder: str | None) -> Iterator[None]:
+    """`folder` on the module path from the first import of a project component on (the interpreter's working
+    directory is not: workers start with `-P`). Appended after the installed packages, so a project module never
+    shadows a dependency; kept, so the component's own later imports of its sibling modules work."""
+    if folder is not None and folder not in sys.path:
+        sys.path.append(folder)
+    yield
 
 
 class Registry(Generic[T]):
@@ -51,11 +65,17 @@ class Registry(Generic[T]):
         """`register(name, "module:attr")` adds a lazy entry; `@register(name)` registers the object below."""
         if not name or not isinstance(name, str):
             raise InputError(f"{self.kind} name must be a non-empty string, got {name!r}")
+        if target is not None and (target.count(":") != 1 or not all(target.split(":"))):
+            raise InputError(f"{self.kind} {name!r}: target {target!r} is not 'module:attr'")
         if name in self._entries:
-            raise InputError(f"{self.kind} {name!r} is registered twice ({self._entries[name].origin} and {origin})")
+            known = self._entries[name]
+            if target is not None and known.target == target:
+                return None  # the same registration again (a project file copying the built-ins): not a conflict
+            raise InputError(
+                f"{self.kind} {name!r} is registered twice with different targets: {self.target(name)} "
+                f"({known.origin}) and {target or 'an object registered in code'} ({origin})"
+            )
         if target is not None:
-            if target.count(":") != 1 or not all(target.split(":")):
-                raise InputError(f"{self.kind} {name!r}: target {target!r} is not 'module:attr'")
             self._entries[name] = _Entry(target, origin)
             return None
 
@@ -86,9 +106,20 @@ class Registry(Generic[T]):
         if not entry.resolved:
             assert entry.target is not None  # a lazy entry always has its target
             module_name, attr = entry.target.split(":")
-            obj: Any = importlib.import_module(module_name)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
+            try:
+                with _importable(entry.search_path):
+                    obj: Any = importlib.import_module(module_name)
+                for part in attr.split("."):
+                    obj = getattr(obj, part)
+            except ImportError as exc:
+                where = f" (looked in {entry.search_path} and the installed packages)" if entry.search_path else ""
+                raise InputError(
+                    f"{self.kind} {name!r} ({entry.origin}): cannot import {module_name!r}{where}: {exc}"
+                ) from None
+            except AttributeError:
+                raise InputError(
+                    f"{self.kind} {name!r} ({entry.origin}): module {module_name!r} has no {attr!r}"
+                ) from None
             self._check_base(name, obj)
             entry.value, entry.resolved = obj, True
         return cast(T, entry.value)
@@ -111,6 +142,12 @@ class Registry(Generic[T]):
 
     def origin(self, name: str) -> str:
         return self._entries[name].origin
+
+    def set_search_path(self, name: str, folder: str) -> None:
+        """Import `name`'s module from `folder` too (a project's own components live in the project folder)."""
+        entry = self._entries[name]
+        if entry.origin.startswith("project"):
+            entry.search_path = folder
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
@@ -157,7 +194,7 @@ class Registries:
     def environment(self) -> Registry[Any]:
         return self.by_kind["environment"]
 
-    def load_file(self, path: Path, origin: str) -> None:
+    def load_file(self, path: Path, origin: str, search_path: str | None = None) -> None:
         """Register every entry of a components file (kind -> name -> "module:attr")."""
         from cltoolkit.protocol.load import load_json_file
 
@@ -171,6 +208,8 @@ class Registries:
                 if not isinstance(target, str):
                     raise InputError(f"{path}: /{kind}/{name}: expected a 'module:attr' string")
                 self.by_kind[kind].register(name, target, origin=origin)
+                if search_path is not None:
+                    self.by_kind[kind].set_search_path(name, search_path)
 
 
 def _bases() -> dict[str, type | None]:
@@ -212,7 +251,8 @@ def registries(project_components: Path | None = None, *, plugins: bool = True) 
         packaged = resources.files("cltoolkit").joinpath("_registry/components.json")
         regs.load_file(Path(str(packaged)), "builtin")
     if key is not None and key.is_file() and key != _BUILTIN_FILE:
-        regs.load_file(key, f"project {key}")
+        # the project folder (the one holding registry/): its own modules import from there, in workers too
+        regs.load_file(key, f"project {key}", search_path=str(key.parent.parent))
     if plugins:
         for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
             hook = ep.load()
