@@ -74,9 +74,10 @@ class Project:
             known = self.protocol_ids()
             name = parse_id(ref).name
             same = [p for p in known if p.rsplit("-v", 1)[0] == name]
-            hint = f" Versions that exist: {', '.join(same)}." if same else ""
-            listed = ", ".join(known) if known else "none"
-            raise InputError(f"protocol {ref!r} not found in {self.protocols_dir}.{hint} Available: {listed}")
+            others = [p for p in known if p not in same]
+            hint = f" Versions of {name} that exist: {', '.join(same)}." if same else ""
+            listed = f" Other protocols: {', '.join(others)}." if others else ("" if same else " There are none yet.")
+            raise InputError(f"protocol {ref!r} not found in {self.protocols_dir}.{hint}{listed}")
         return path
 
 

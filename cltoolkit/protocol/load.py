@@ -75,6 +75,32 @@ def _plain(value: Any, path: list[str], problems: list[Problem], source: str) ->
     return value
 
 
+def _surrogates(value: Any, path: list[str], problems: list[Problem], where: str) -> None:
+    """Strings (keys or values) holding a lone UTF-16 surrogate (`\\ud800`): not text, and no hash can encode them."""
+
+    def bad(text: str) -> bool:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if bad(key):
+                problems.append(
+                    Problem(f"{where}: {json_pointer(path)}", "a key holds a lone surrogate (\\ud800-\\udfff)")
+                )
+            _surrogates(item, [*path, key], problems, where)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _surrogates(item, [*path, str(i)], problems, where)
+    elif isinstance(value, str) and bad(value):
+        problems.append(
+            Problem(f"{where}: {json_pointer(path) or '/'}", "a lone surrogate (\\ud800-\\udfff) is not text")
+        )
+
+
 class _Duplicate(Exception):
     pass
 
@@ -104,6 +130,11 @@ def loads_strict(text: str, source: str = "", *, require_object: bool = True) ->
             raise ValidationFailed(
                 problems=[Problem(where, f"the document must be a JSON object, got {type(value).__name__}")]
             )
+        if "\\u" in text:  # only an escape can make a lone surrogate: a cheap test before walking the document
+            found: list[Problem] = []
+            _surrogates(value, [], found, where)
+            if found:
+                raise ValidationFailed(problems=found)
         return value
     try:
         parsed = json.loads(
@@ -120,7 +151,9 @@ def loads_strict(text: str, source: str = "", *, require_object: bool = True) ->
     except _BadNumber as exc:
         raise ValidationFailed(problems=[Problem(where, str(exc))]) from None
     except RecursionError:
-        raise ValidationFailed(problems=[Problem(where, "JSON nested too deeply")]) from None
+        raise ValidationFailed(
+            problems=[Problem(where, "JSON nested deeper than this parser follows (about 1,000 levels): flatten it")]
+        ) from None
     problems: list[Problem] = []
     value = _plain(parsed, [], problems, where)
     if require_object and not isinstance(value, dict):

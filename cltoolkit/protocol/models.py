@@ -53,6 +53,11 @@ LedgerQuantity = Literal[
 ]
 
 
+def _article(word: str) -> str:
+    """`an` before a vowel sound (an equivalence-tost gate, an upper-bound gate), else `a`."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 class Comparison(Strict):
     """One method run under the protocol, with every hyperparameter it uses."""
 
@@ -182,10 +187,10 @@ class Gate(Strict):
     def _consistent(self) -> Gate:
         one_sample = self.test in ("lower-bound", "upper-bound")
         if one_sample and (self.threshold is None or self.reference is not None):
-            raise ValueError(f"a {self.test} gate needs a threshold and no reference")
+            raise ValueError(f"{_article(self.test)} {self.test} gate needs a threshold and no reference")
         if self.test in ("superiority", "non-inferiority", "equivalence-tost"):
             if self.reference is None or self.margin is None:
-                raise ValueError(f"a {self.test} gate needs a reference and a margin")
+                raise ValueError(f"{_article(self.test)} {self.test} gate needs a reference and a margin")
         expected = {
             "lower-bound": (">=", ">"),
             "upper-bound": ("<=", "<"),
@@ -194,7 +199,10 @@ class Gate(Strict):
             "equivalence-tost": ("within",),
         }.get(self.test)
         if expected is not None and self.comparator not in expected:
-            raise ValueError(f"a {self.test} gate needs comparator {' or '.join(expected)}, got {self.comparator!r}")
+            raise ValueError(
+                f"{_article(self.test)} {self.test} gate needs comparator {' or '.join(expected)}, got "
+                f"{self.comparator!r}"
+            )
         if self.test == "report-only" and self.confirmatory:
             raise ValueError("a report-only gate cannot be confirmatory")
         return self
@@ -436,33 +444,37 @@ class ProtocolBase(Strict):
     results: Results | None = None
     """Written by the gatekeeper only (not hashed)."""
 
-    @model_validator(mode="after")
-    def _references(self) -> ProtocolBase:
+    def reference_problems(self) -> list[tuple[str, str]]:
+        """(JSON pointer, message) for every reference that does not resolve inside the document: repeated ids,
+        gates naming undeclared metrics or comparisons, budget clauses naming unknown comparisons. Checked by
+        `cltoolkit.protocol.validate` after parsing, so that each problem points at the field that holds it."""
+        out: list[tuple[str, str]] = []
         ids = [c.id for c in self.comparisons]
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        if dupes:
-            raise ValueError(f"comparison ids must be unique, repeated: {', '.join(dupes)}")
+        for i, cid in enumerate(ids):
+            if cid in ids[:i]:
+                out.append((f"/comparisons/{i}/id", f"comparison id {cid!r} is repeated (ids must be unique)"))
         metrics = {m.id for m in self.metrics}
         sets = [e.id for e in self.evaluationSets]
-        if len(sets) != len(set(sets)):
-            raise ValueError("evaluation set ids must be unique")
-        for metric in self.metrics:
+        for i, sid in enumerate(sets):
+            if sid in sets[:i]:
+                out.append((f"/evaluationSets/{i}/id", f"evaluation set id {sid!r} is repeated (ids must be unique)"))
+        for i, metric in enumerate(self.metrics):
             if metric.evaluationSet is not None and metric.evaluationSet not in sets:
-                raise ValueError(f"metric {metric.id!r}: unknown evaluation set {metric.evaluationSet!r}")
+                out.append((f"/metrics/{i}/evaluationSet", f"unknown evaluation set {metric.evaluationSet!r}"))
         gate_ids = [g.id for g in self.gates]
-        if len(gate_ids) != len(set(gate_ids)):
-            raise ValueError("gate ids must be unique")
-        for gate in self.gates:
+        for i, gate in enumerate(self.gates):
+            if gate.id in gate_ids[:i]:
+                out.append((f"/gates/{i}/id", f"gate id {gate.id!r} is repeated (ids must be unique)"))
             if gate.metric not in metrics:
-                raise ValueError(f"gate {gate.id!r}: metric {gate.metric!r} is not among the protocol's metrics")
-            for ref in (gate.method, gate.reference):
+                out.append((f"/gates/{i}/metric", f"metric {gate.metric!r} is not among the protocol's metrics"))
+            for field, ref in (("method", gate.method), ("reference", gate.reference)):
                 if ref is not None and ref not in ids:
-                    raise ValueError(f"gate {gate.id!r}: unknown comparison {ref!r} (known: {', '.join(ids)})")
-        for clause in self.budget.match:
-            for ref in clause.across:
+                    out.append((f"/gates/{i}/{field}", f"unknown comparison {ref!r} (known: {', '.join(ids)})"))
+        for i, clause in enumerate(self.budget.match):
+            for j, ref in enumerate(clause.across):
                 if ref not in ids:
-                    raise ValueError(f"budget clause on {clause.quantity}: unknown comparison {ref!r}")
-        return self
+                    out.append((f"/budget/match/{i}/across/{j}", f"unknown comparison {ref!r}"))
+        return out
 
     def evaluation_set(self, metric_id: str) -> EvaluationSet | None:
         """The evaluation set a declared metric is measured on, if it names one."""

@@ -43,7 +43,12 @@ def validate_structure(document: dict[str, Any], source: str, model_type: type[P
 
 
 def id_problems(model: ProtocolBase, source: str, expected_id: str | None) -> list[Problem]:
-    """The id must match the file name it was loaded from."""
+    """The id must match the file name it was loaded from, and every reference inside the document must resolve
+    (each problem at the JSON pointer of the field that holds it)."""
+    problems = [Problem(f"{source}: {where}", message) for where, message in model.reference_problems()]
     if expected_id is None or model.id == expected_id:
-        return []
-    return [Problem(f"{source}: /id", f"id {model.id!r} does not match the file name (expected {expected_id!r})")]
+        return problems
+    return [
+        Problem(f"{source}: /id", f"id {model.id!r} does not match the file name (expected {expected_id!r})"),
+        *problems,
+    ]
