@@ -4,6 +4,7 @@ the freeze ledger (`cltoolkit.protocol.lock`)."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +15,22 @@ from cltoolkit.ids import parse_id
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, canonical_bytes, protocol_hash
 from cltoolkit.protocol.load import load_json_file
-from cltoolkit.protocol.lock import Lock, read_lock, require_frozen, snapshot_path
+from cltoolkit.protocol.lock import Lock, read_lock, snapshot_path
 from cltoolkit.protocol.models import SCHEMA_VERSION
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.validation import load_protocol
 
-__all__ = ["bump", "freeze"]
+__all__ = ["bump", "freeze", "frozen_snapshot", "restore"]
 
 
-def freeze(project: Project, protocol_id: str, *, now: datetime.datetime | None = None) -> tuple[Lock, list[str]]:
+def freeze(
+    project: Project,
+    protocol_id: str,
+    *,
+    now: datetime.datetime | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> tuple[Lock, list[str]]:
     """Validate, run the suite's safeguard checks, hash, and write the lock. Returns the lock and warnings."""
     path = project.resolve_protocol(protocol_id)
     if path.resolve().parent != project.protocols_dir.resolve():
@@ -53,14 +60,18 @@ def freeze(project: Project, protocol_id: str, *, now: datetime.datetime | None 
         schemaVersion=SCHEMA_VERSION,
         toolkitVersion=__version__,
     )
+    from cltoolkit.planning import freeze_power_warnings
+
+    warnings = [*loaded.warnings, *freeze_power_warnings(project, loaded)]  # said before anything is written
+    if warn is not None:
+        for warning in warnings:
+            warn(warning)
     manifest = suite.split_manifest(loaded.model)
     if manifest is not None:
         write_json(project.locks_dir / f"{loaded.id}.splits.json", manifest)
     atomic_write_bytes(snapshot_path(project, loaded.id), canonical_bytes(loaded.document) + b"\n")
     write_json(project.lock_path(loaded.id), lock.model_dump(mode="json"))
-    from cltoolkit.planning import freeze_power_warnings
-
-    return lock, [*loaded.warnings, *freeze_power_warnings(project, loaded)]
+    return lock, warnings
 
 
 def _envelope_checks(loaded: LoadedProtocol) -> list[Problem]:
@@ -71,16 +82,59 @@ def _envelope_checks(loaded: LoadedProtocol) -> list[Problem]:
         problems.append(Problem("/comparisons", "nothing to run: a protocol needs comparisons before freezing"))
     if not model.metrics:
         problems.append(Problem("/metrics", "no metrics declared"))
+    from cltoolkit.planning import declared_replicates, reported_stage
+
+    stage = reported_stage(model)
+    n = declared_replicates(model, 1, stage)
+    for i, gate in enumerate(model.gates):
+        if gate.test != "report-only" and n < 2:
+            problems.append(
+                Problem(
+                    f"/gates/{i}",
+                    f"gate {gate.id!r} cannot be tested: stage {stage!r} gives {n} replicate(s) per hypothesis and a "
+                    "test needs at least 2 (declare more seeds or task orders)",
+                )
+            )
     return problems
 
 
+def frozen_snapshot(project: Project, protocol_id: str) -> dict[str, Any]:
+    """The hashed content a lock froze, from its `.frozen.json` snapshot (checked against the lock)."""
+    lock = read_lock(project, protocol_id)
+    if lock is None:
+        raise Refusal(f"{protocol_id} is not frozen: there is no frozen content to go back to")
+    path = snapshot_path(project, protocol_id)
+    if not path.is_file():
+        raise Refusal(f"{path} is missing: the frozen content of {protocol_id} cannot be restored from it")
+    frozen = load_json_file(path)
+    if protocol_hash(frozen) != lock.sha256:
+        raise Refusal(f"{path} does not hash to the lock's {lock.sha256}; it cannot be trusted to restore from")
+    return dict(frozen)
+
+
+def restore(project: Project, protocol_id: str) -> tuple[Path, bool]:
+    """Put a frozen protocol's file back to its frozen content (keeping its `status` and `results`). Returns the
+    path and whether anything changed."""
+    path = project.resolve_protocol(protocol_id)
+    frozen = frozen_snapshot(project, path.stem)
+    current = load_json_file(path)
+    if protocol_hash(current) == protocol_hash(frozen):
+        return path, False
+    restored = {**frozen, **{k: current[k] for k in ("status", "results") if k in current}}
+    atomic_write_bytes(path, dump_json(restored, sort_keys=False).encode())
+    return path, True
+
+
 def bump(project: Project, protocol_id: str, *, today: datetime.date | None = None) -> Path:
-    """Copy a frozen protocol to `-v<N+1>`, unfrozen, with `supersedes`, a fresh status and no results."""
+    """Copy a frozen protocol to `-v<N+1>`, unfrozen, with `supersedes`, a fresh status and no results.
+
+    When the frozen file was edited in place, the edits move to the new version and the frozen file gets its frozen
+    content back (its status and results kept): editing, then bumping, is the way to a new version."""
     source = project.resolve_protocol(protocol_id)
     lock = read_lock(project, source.stem)
     if lock is None:
         raise Refusal(f"{source.stem} is not frozen; edit the draft in place instead of bumping it")
-    require_frozen(project, load_protocol(source, registries(project.components_file)))
+    load_protocol(source, registries(project.components_file))  # the new version starts valid
     new_id = str(parse_id(source.stem).bumped())
     target = project.protocol_path(new_id)
     if target.exists():
@@ -96,4 +150,6 @@ def bump(project: Project, protocol_id: str, *, today: datetime.date | None = No
     copy["status"] = {"stage": "draft", "updatedOn": day, "note": f"New version of {source.stem}; not frozen."}
     copy["results"] = None
     atomic_write_bytes(target, dump_json(copy, sort_keys=False).encode())
+    if protocol_hash(document) != lock.sha256:
+        restore(project, source.stem)
     return target

@@ -102,6 +102,17 @@ def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
                 f"{source}: /analysis/normalization/{task}: equal anchors ({weak}); normalized scores of {task!r} "
                 "will be reported as undefined"
             )
+    replicated = any(len(st.seeds) > 1 for st in model.seeds.stages)
+    for i, comp in enumerate(model.comparisons):
+        method = regs.method.get(comp.method) if comp.method in regs.method else None
+        params = getattr(method, "Params", None)
+        if replicated and params is not None and "seed" in params.model_fields:
+            value = comp.hyperparameters.get("seed", params.model_fields["seed"].default)
+            out.append(
+                f"{source}: /comparisons/{i}/hyperparameters/seed: method {comp.method!r} draws from its own `seed` "
+                f"hyperparameter ({value}), not from the run seed: the replicates of {comp.id!r} across seeds are "
+                "identical runs, so they cannot estimate its variability"
+            )
     for i, gate in enumerate(model.gates):
         if gate.test not in ("superiority", "non-inferiority") or gate.metric not in regs.metric:
             continue

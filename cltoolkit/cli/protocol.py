@@ -16,19 +16,42 @@ Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 @command(app, "validate")
 def validate(ref: Ref, json_out: Json = False) -> None:
     """Validate a protocol strictly (one line per problem, with its JSON pointer)."""
+    from cltoolkit.errors import CheckFailed
+    from cltoolkit.planning import freeze_power_warnings
     from cltoolkit.protocol import protocol_hash
+    from cltoolkit.protocol.lock import read_lock
     from cltoolkit.registry import registries
     from cltoolkit.validation import load_protocol
 
     proj = project()
     loaded = load_protocol(proj.resolve_protocol(ref), registries(proj.components_file))
     digest = protocol_hash(loaded.document)
+    lock = read_lock(proj, loaded.id) if loaded.path.parent.resolve() == proj.protocols_dir.resolve() else None
+    warnings = list(loaded.warnings)
+    if lock is None:  # a draft: the power it will have, before it is frozen
+        warnings += freeze_power_warnings(proj, loaded)
+    changed = lock is not None and lock.sha256 != digest
     if json_out:
-        print_json({"protocol": loaded.id, "valid": True, "sha256": digest, "warnings": list(loaded.warnings)})
-        return
-    for warning in loaded.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    typer.echo(f"{loaded.path}: valid ({loaded.model.suite} protocol {loaded.id}, {digest})")
+        print_json(
+            {
+                "protocol": loaded.id,
+                "valid": not changed,
+                "sha256": digest,
+                "frozen": None if lock is None else lock.sha256,
+                "warnings": warnings,
+            }
+        )
+    else:
+        for warning in warnings:
+            typer.echo(f"warning: {warning}", err=True)
+    if changed and lock is not None:
+        raise CheckFailed(
+            f"{loaded.path}: well-formed, but {loaded.id} is frozen ({proj.lock_path(loaded.id)}: {lock.sha256}) and "
+            f"its content changed since (now {digest}); `clt protocol verify` names the changes. Undo them with "
+            f"`clt protocol restore {loaded.id}`, or move them to a new version with `clt protocol bump {loaded.id}`"
+        )
+    if not json_out:
+        typer.echo(f"{loaded.path}: valid ({loaded.model.suite} protocol {loaded.id}, {digest})")
 
 
 @command(app, "hash")
@@ -47,13 +70,20 @@ def freeze(
     from cltoolkit.freezing import freeze as do_freeze
 
     proj = project()
-    lock, warnings = do_freeze(proj, protocol_id)
+    lock, _ = do_freeze(proj, protocol_id, warn=lambda w: typer.echo(f"warning: {w}", err=True))  # before the lock
     if json_out:
         print_json(lock.model_dump(mode="json"))
         return
-    for warning in warnings:
-        typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"froze {lock.protocol} at {lock.sha256} -> {proj.lock_path(lock.protocol)}")
+
+
+@command(app, "restore")
+def restore(protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id in protocols/.")]) -> None:
+    """Put a frozen protocol back to its frozen content (from registry/locks/<id>.frozen.json), status kept."""
+    from cltoolkit.freezing import restore as do_restore
+
+    path, changed = do_restore(project(), protocol_id)
+    typer.echo(f"restored {path} to its frozen content" if changed else f"{path} already has its frozen content")
 
 
 @command(app, "verify")

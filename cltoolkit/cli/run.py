@@ -69,6 +69,8 @@ def register(app: typer.Typer) -> None:
         progress = RunProgress(quiet=json_out)
 
         def planned(summary: RunSummary) -> None:
+            for warning in summary.warnings:
+                sys.stderr.write(f"warning: {warning}\n")
             for where, why in summary.redone:
                 run_dir = Path(where).parent if Path(where).name == "record.json" else Path(where)
                 sys.stderr.write(f"redoing {run_dir.name}: {why}\n")
@@ -157,6 +159,8 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(grid)
             return
+        if grid["note"]:
+            typer.echo(f"note: {grid['note']}", err=True)
         typer.echo(
             f"{grid['protocol']} ({grid['sha256'][:19]}...), stage {grid['stage']}{' (pilot store)' if pilot else ''}: "
             + ", ".join(f"{k} {v}" for k, v in grid["counts"].items() if v)

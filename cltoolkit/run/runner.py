@@ -60,6 +60,8 @@ class RunSummary:
     results: list[ExecutionResult] = field(default_factory=list)
     redone: list[tuple[str, str]] = field(default_factory=list)
     """Run folders found without a readable record (interrupted or partially written) that this run redoes."""
+    warnings: list[str] = field(default_factory=list)
+    """What the user should know before the runs start (e.g. a pilot reusing confirmatory seeds)."""
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -247,6 +249,12 @@ def _run_locked(
     stage_id = loaded.model.stage(stage).id
     todo = [p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")]
     summary = RunSummary(loaded.id, digest, pilot, store.folder, len(points), len(points) - len(todo))
+    st = loaded.model.stage(stage)
+    if pilot and st.purpose != "pilot" and read_lock(project, loaded.id) is not None:
+        summary.warnings.append(
+            f"this pilot runs stage {st.id!r}, whose seeds {st.seeds} are the confirmatory ones: pilot seeds should "
+            'be disjoint from them (declare a stage with `"purpose": "pilot"` and other seeds in a new version)'
+        )
     planned_ids = {p.run_id for p in todo}
     summary.redone = sorted(
         (problem.where, problem.message)

@@ -78,7 +78,18 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
             }
         )
     counts = {state: sum(1 for r in runs if r["state"] == state) for state in STATE_LETTERS}
+    from cltoolkit.protocol.lock import read_lock
+
+    lock = None if pilot else read_lock(project, loaded.id)
+    note = ""
+    if lock is not None and lock.sha256 != digest:
+        note = (
+            f"{loaded.path.name} changed since it was frozen ({project.lock_path(loaded.id)}: {lock.sha256}); records "
+            f"of the frozen content show as foreign (X). Undo the edit with `clt protocol restore {loaded.id}`, or "
+            f"move it to a new version with `clt protocol bump {loaded.id}`"
+        )
     return {
+        "note": note,
         "protocol": loaded.id,
         "sha256": digest,
         "stage": st.id,
