@@ -17,7 +17,8 @@ def _quiet_ctrl_c() -> Iterator[None]:
 
 
 with _quiet_ctrl_c():
-    from typing import Annotated
+    import json
+    from typing import Annotated, Any
 
     import typer
 
@@ -68,18 +69,27 @@ def list_(
     kind: Annotated[
         str | None, typer.Argument(help="suite | environment | method | metric | analysis | executor")
     ] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="One component: its summary, parameters, types and defaults.")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Show registered components."""
+    """Show registered components (with a name: one component in full)."""
     from cltoolkit.registry import KINDS, registries
 
     regs = registries(project().components_file if _has_project() else None)
+    if name is not None:
+        if kind is None:
+            raise typer.BadParameter("give the kind before the name, e.g. `clt list method ladder.least-squares`")
+        _describe(regs, kind, name, json_out)
+        return
     kinds = [kind] if kind else list(KINDS)
     rows = []
     for k in kinds:
         reg = regs[k]
-        for name in reg.names():
-            rows.append({"kind": k, "name": name, "target": reg.target(name), "origin": reg.origin(name)})
+        for n in reg.names():
+            summary = _summary(reg.get(n)) if k != "environment" else ""
+            rows.append({"kind": k, "name": n, "summary": summary, "target": reg.target(n), "origin": reg.origin(n)})
     if json_out:
         print_json(rows)
         return
@@ -87,10 +97,67 @@ def list_(
 
     from cltoolkit.cli._common import console
 
-    table = Table("kind", "name", "target", "origin")
+    if not rows and kind == "environment":
+        typer.echo("no environments are registered on their own: each suite builds its environments from its protocol")
+        return
+    table = Table("kind", "name", "summary", "target", "origin")
     for row in rows:
-        table.add_row(row["kind"], row["name"], row["target"], row["origin"])
+        table.add_row(*(row[c] for c in ("kind", "name", "summary", "target", "origin")))
+    for column in table.columns:
+        column.overflow = "fold"  # names and targets are shown whole, never cut
     console().print(table)
+
+
+def _summary(component: Any) -> str:
+    """A component's one-line summary, else the first line of its docstring."""
+    doc = (getattr(component, "__doc__", None) or "").strip()
+    return str(getattr(component, "summary", "") or (doc.splitlines()[0] if doc else ""))
+
+
+def _describe(regs: Any, kind: str, name: str, json_out: bool) -> None:
+    """One component: what it is, where it comes from and every hyperparameter with type, default and meaning."""
+    reg = regs[kind]
+    component = reg.get(name)
+    params = getattr(component, "Params", None)
+    fields = []
+    for field, info in params.model_fields.items() if params is not None else []:
+        required = info.is_required()
+        fields.append(
+            {
+                "name": field,
+                "type": getattr(info.annotation, "__name__", str(info.annotation)),
+                "default": None if required else info.get_default(call_default_factory=True),
+                "required": required,
+                "description": info.description or "",
+            }
+        )
+    doc = (component.__doc__ or "").strip()
+    out = {
+        "kind": kind,
+        "name": name,
+        "summary": _summary(component),
+        "description": doc,
+        "target": reg.target(name),
+        "origin": reg.origin(name),
+        "suite": getattr(component, "suite", None),
+        "parameters": fields,
+    }
+    if json_out:
+        print_json(out)
+        return
+    typer.echo(f"{kind} {name}: {out['summary']}")
+    typer.echo(f"  from {out['target']} ({out['origin']})" + (f"; suite {out['suite']}" if out["suite"] else ""))
+    if doc:
+        typer.echo("  " + " ".join(doc.split()))
+    if kind == "method":
+        if not fields:
+            typer.echo("  takes no hyperparameters")
+        for f in fields:
+            default = "required" if f["required"] else f"default {json.dumps(f['default'])}"
+            typer.echo(f"  hyperparameter {f['name']} ({f['type']}, {default}): {f['description']}")
+    for attr in ("unit", "higher_is_better"):
+        if hasattr(component, attr):
+            typer.echo(f"  {attr}: {getattr(component, attr)}")
 
 
 def _has_project() -> bool:

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from cltoolkit.protocol._base import Strict
+from cltoolkit.plugin import Params
 from cltoolkit.suites.ladder.methods import DynamicsModel, LinearModel
 
 
-class ShrunkParams(Strict):
+class ShrunkParams(Params):
     """Hyperparameters, validated strictly when a protocol is validated."""
 
     a: float

@@ -1,0 +1,138 @@
+"""The public API for plugin authors: one module to import.
+
+A plugin is a Python distribution with an entry point in the `cltoolkit.plugins` group, pointing at a function
+that receives the `Registries` and registers its components (`regs.method.register("me.method", "pkg:Cls")`).
+Components subclass the base classes below; hyperparameters are a `Params` model (subclass `Params` here: strict,
+closed, frozen, with a docstring under each field). `check_component` / `check_registered` are the contract test a
+plugin runs against its own components (as Gymnasium's environment checker does for environments):
+
+    from cltoolkit.plugin import check_registered
+    def test_my_components():
+        assert check_registered(origin="plugin my-plugin") == []
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cltoolkit.components import (
+    NUMBER,
+    NUMBER_MAP,
+    NUMBER_OR_MAP,
+    NUMBER_OR_NULL,
+    Analysis,
+    Executor,
+    Method,
+    Metric,
+    Suite,
+    value_problems,
+)
+from cltoolkit.errors import CltError, InputError
+from cltoolkit.protocol._base import Strict
+from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.registry import Registries, registries
+from cltoolkit.run.record import RunRecord
+from cltoolkit.run.spec import GridPoint, RunOutput, RunSpec
+
+__all__ = [
+    "NUMBER",
+    "NUMBER_MAP",
+    "NUMBER_OR_MAP",
+    "NUMBER_OR_NULL",
+    "Analysis",
+    "Executor",
+    "GridPoint",
+    "Method",
+    "Metric",
+    "Params",
+    "ProtocolBase",
+    "Registries",
+    "RunOutput",
+    "RunRecord",
+    "RunSpec",
+    "Suite",
+    "check_component",
+    "check_registered",
+    "registries",
+    "value_problems",
+]
+
+Params = Strict
+"""Base of a method's hyperparameter model: strict (no coercion), closed (unknown fields are errors), frozen; the
+docstring under each field is its description in `clt list method <name>` and in the JSON Schema."""
+
+_METRIC_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*-v[1-9][0-9]*$")
+_BASES: dict[str, type] = {
+    "suite": Suite,
+    "method": Method,
+    "metric": Metric,
+    "analysis": Analysis,
+    "executor": Executor,
+}
+
+
+def check_component(kind: str, name: str, component: Any, regs: Registries | None = None) -> list[str]:
+    """Problems with one component as clt will use it (empty when it passes): its base class, the class attributes
+    its kind needs, a strict and documented `Params` model that yields a JSON Schema, a versioned metric id."""
+    regs = regs or registries()
+    where = f"{kind} {name!r}"
+    base = _BASES.get(kind)
+    if base is not None and not (isinstance(component, type) and issubclass(component, base)):
+        return [f"{where}: must subclass cltoolkit.plugin.{base.__name__}, got {component!r}"]
+    problems = []
+    if kind in ("method", "metric"):
+        suite = getattr(component, "suite", None)
+        if not isinstance(suite, str) or suite not in regs.suite:
+            problems.append(f"{where}: `suite` must name a registered suite, got {suite!r}")
+    if kind == "method":
+        if not getattr(component, "summary", ""):
+            problems.append(f"{where}: give a one-line `summary` (shown by `clt list`)")
+        params = getattr(component, "Params", None)
+        if params is not None:
+            if not (isinstance(params, type) and issubclass(params, Strict)):
+                problems.append(f"{where}: `Params` must subclass cltoolkit.plugin.Params (strict, closed, frozen)")
+            else:
+                for field, info in params.model_fields.items():
+                    if not info.description:
+                        problems.append(f"{where}: Params.{field} has no docstring (its description)")
+                try:
+                    params.model_json_schema()
+                except Exception as exc:  # a schema that cannot be generated: a real problem to report
+                    problems.append(f"{where}: Params has no JSON Schema ({exc})")
+    if kind == "metric":
+        mid = getattr(component, "id", None)
+        if not isinstance(mid, str) or not _METRIC_ID.match(mid):
+            problems.append(f"{where}: `id` must be a versioned id like 'suite.name-v1', got {mid!r}")
+        elif mid != name:
+            problems.append(f"{where}: registered as {name!r} but its `id` is {mid!r}")
+        if not isinstance(getattr(component, "unit", None), str):
+            problems.append(f"{where}: `unit` must be a string")
+        if not isinstance(getattr(component, "higher_is_better", None), bool):
+            problems.append(f"{where}: `higher_is_better` must be True or False")
+    if kind == "suite":
+        model = getattr(component, "protocol_model", None)
+        if not (isinstance(model, type) and issubclass(model, ProtocolBase)):
+            problems.append(f"{where}: `protocol_model` must subclass cltoolkit.plugin.ProtocolBase")
+        analysis = getattr(component, "analysis", None)
+        if analysis is not None and analysis not in regs.analysis:
+            problems.append(f"{where}: its analysis {analysis!r} is not registered")
+    return problems
+
+
+def check_registered(*, origin: str | None = None, regs: Registries | None = None) -> list[str]:
+    """`check_component` over every registered component (of one `origin`, e.g. "plugin my-plugin" or a project's
+    components file, if given); a component that cannot be imported is a problem too."""
+    regs = regs or registries()
+    problems = []
+    for kind, reg in regs.by_kind.items():
+        for name in reg.names():
+            if origin is not None and reg.origin(name) != origin:
+                continue
+            try:
+                component = reg.get(name)
+            except (CltError, InputError) as exc:
+                problems.append(f"{kind} {name!r}: {exc}")
+                continue
+            problems.extend(check_component(kind, name, component, regs))
+    return problems

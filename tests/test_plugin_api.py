@@ -1,0 +1,66 @@
+"""The public plugin API: its contract check passes on every built-in component and names what is wrong with a
+broken one; `clt list <kind> <name>` shows a component's summary, parameters, types and defaults."""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+from pydantic import Field
+
+from cltoolkit.plugin import Method, Metric, Params, check_component, check_registered
+
+
+def test_every_builtin_component_passes_the_contract() -> None:
+    assert check_registered(origin="builtin") == []
+
+
+class GoodParams(Params):
+    rate: float = Field(default=0.1, gt=0)
+    """Learning rate."""
+
+
+class BadParams(Params):
+    rate: float = 0.1  # no docstring: no description
+
+
+class Good(Method):
+    suite: ClassVar[str] = "ladder"
+    summary: ClassVar[str] = "a good method"
+    Params = GoodParams
+
+
+class Bad(Method):
+    suite: ClassVar[str] = "nowhere"
+    Params = BadParams
+
+
+class BadMetric(Metric):
+    id: ClassVar[str] = "no version"
+    suite: ClassVar[str] = "ladder"
+    unit: ClassVar[str] = "x"
+    higher_is_better: ClassVar[bool] = True
+
+
+def test_the_contract_names_each_problem() -> None:
+    assert check_component("method", "me.good", Good) == []
+    problems = check_component("method", "me.bad", Bad)
+    assert any("must name a registered suite" in p for p in problems)
+    assert any("summary" in p for p in problems) and any("Params.rate has no docstring" in p for p in problems)
+    assert any("versioned id" in p for p in check_component("metric", "no version", BadMetric))
+    assert "must subclass" in check_component("method", "x", object)[0]
+
+
+def test_list_shows_one_component_in_full(cli) -> None:  # type: ignore[no-untyped-def]
+    out = cli("list", "method", "ladder.least-squares", "--json")
+    assert out.exit_code == 0, out.output
+    info = json.loads(out.output)
+    fields = {f["name"]: f for f in info["parameters"]}
+    assert set(fields) == {"transitions", "seed", "usePrevAction"}
+    assert fields["usePrevAction"]["default"] is True and fields["transitions"]["required"]
+    assert info["summary"] and info["suite"] == "ladder"
+    text = cli("list", "method", "ladder.least-squares").output
+    assert "hyperparameter usePrevAction (bool, default true)" in text
+    assert "no environments are registered" in cli("list", "environment").output
+    rows = json.loads(cli("list", "--json").output)
+    assert all(r["summary"] for r in rows if r["kind"] in ("method", "suite", "metric"))
