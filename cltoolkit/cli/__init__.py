@@ -56,6 +56,20 @@ def _root(
     set_root(root)
 
 
+@command(app, "init")
+def init(
+    folder: Annotated[str, typer.Argument(help="Folder of the new evaluation repository (created if needed).")] = ".",
+) -> None:
+    """Start an evaluation repository: folders, README, .gitignore, a CI workflow, the protocol schema."""
+    from pathlib import Path
+
+    from cltoolkit.scaffold import init_project
+
+    written = init_project(Path(folder))
+    typer.echo(f"initialised {folder}: " + ", ".join(str(p.relative_to(folder)) for p in written))
+    typer.echo("next: clt protocol new --suite <suite> <name>-v1 (inside the folder)")
+
+
 @command(app, "schema")
 def schema(name: Annotated[str, typer.Argument(help="protocol | lock | run-record | results")]) -> None:
     """Print a JSON Schema."""

@@ -77,6 +77,18 @@ def freeze(
     typer.echo(f"froze {lock.protocol} at {lock.sha256} -> {proj.lock_path(lock.protocol)}")
 
 
+@command(app, "new")
+def new(
+    protocol_id: Annotated[str, typer.Argument(help="Id of the new protocol, <name>-v<N> (its file name).")],
+    suite: Annotated[str, typer.Option("--suite", help="Suite the protocol is for (ladder, sessions, nav4, wmf).")],
+) -> None:
+    """Write a complete, valid draft for a suite into protocols/ (with `$schema` for editors)."""
+    from cltoolkit.scaffold import new_protocol
+
+    path = new_protocol(project(), suite, protocol_id)
+    typer.echo(f"wrote {path}: a valid {suite} draft; edit it, validate, pilot, then freeze")
+
+
 @command(app, "restore")
 def restore(protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id in protocols/.")]) -> None:
     """Put a frozen protocol back to its frozen content (from registry/locks/<id>.frozen.json), status kept."""

@@ -403,6 +403,9 @@ class Status(Strict):
 class ProtocolBase(Strict):
     """The common envelope of every protocol (hashed except `status` and `results`)."""
 
+    schema_uri: str | None = Field(default=None, alias="$schema")
+    """The JSON Schema editors validate and complete this document with (e.g. `../schemas/protocol.schema.json`,
+    written by `clt init`); clt itself ignores it. Hashed like every other field."""
     id: Annotated[str, Field(pattern=ID_PATTERN)]
     """`<name>-v<N>`, equal to the file name."""
     suite: str
