@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -20,10 +23,13 @@ def _tutorial() -> str:
     return found.group(1)
 
 
-def test_the_tutorial_runs_verbatim_on_a_wheel(tmp_path: Path) -> None:
-    wheels, site, bin_dir, work = (tmp_path / n for n in ("wheels", "site", "bin", "work"))
-    for folder in (bin_dir, work):
-        folder.mkdir()
+@pytest.fixture(scope="module")
+def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a normal install: a wheel built from this checkout in its own site folder, a `clt`
+    script and `python` on PATH, nothing of the checkout on the module path."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    wheels, site, bin_dir = tmp / "wheels", tmp / "site", tmp / "bin"
+    bin_dir.mkdir()
     pip = [sys.executable, "-m", "pip", "-q"]
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)]
     subprocess.run(build, check=True, capture_output=True, text=True, timeout=300)
@@ -39,13 +45,40 @@ def test_the_tutorial_runs_verbatim_on_a_wheel(tmp_path: Path) -> None:
     where = subprocess.run(
         [sys.executable, "-c", "import cltoolkit; print(cltoolkit.__file__)"],
         env=env,
-        cwd=work,
+        cwd=tmp,
         capture_output=True,
         text=True,
     )
     assert where.stdout.startswith(str(site)), where.stdout  # the wheel, not this checkout
-    (work / "tutorial.sh").write_text(_tutorial())
-    done = subprocess.run(["bash", "-e", "tutorial.sh"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    return env
+
+
+def test_the_tutorial_runs_verbatim_on_a_wheel(wheel_env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "tutorial.sh").write_text(_tutorial())
+    done = subprocess.run(
+        ["bash", "-e", "tutorial.sh"], cwd=tmp_path, env=wheel_env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "reproduces from 6 records" in done.stdout and "mystudy-v2.json" in done.stdout
-    assert (work / "my-eval" / "runs" / "mystudy-v1" / "damped-s0" / "record.json").is_file()
+    assert (tmp_path / "my-eval" / "runs" / "mystudy-v1" / "damped-s0" / "record.json").is_file()
+
+
+def test_a_copy_of_this_repository_works_with_a_normal_install(wheel_env: dict[str, str], tmp_path: Path) -> None:
+    """Its registry/components.json equals the packaged built-ins: no conflict, and every command works."""
+    clone = tmp_path / "clone"
+    for folder in ("protocols", "registry", "runs", "reports"):
+        shutil.copytree(REPO / folder, clone / folder)
+    commands = [
+        ["list"],
+        ["list", "method", "ladder.least-squares"],
+        ["protocol", "validate", "ladder-v1"],
+        ["protocol", "verify"],
+        ["status", "-p", "sessions-v1"],
+        ["report", "-p", "ladder-v1", "--check"],
+        ["plan", "power", "--sigma", "0.1", "--delta", "0.05"],
+        ["schema", "results"],
+    ]
+    for args in commands:
+        done = subprocess.run(["clt", *args], cwd=clone, env=wheel_env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"clt {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        assert "registered twice" not in done.stdout + done.stderr
