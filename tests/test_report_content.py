@@ -67,3 +67,12 @@ def test_committed_reports_answer_first_and_leak_no_python(report) -> None:  # t
         assert not re.search(rf"(?<![\w-]){re.escape(leak)}(?![\w-])", text), f"{leak!r} in {report}"
     results = json.loads((REPO / "protocols" / f"{report.parent.name}.json").read_text())["results"]
     assert results["resultsVersion"] == 2
+
+
+def test_the_nav4_report_explains_the_new_task_failure_and_names_reused_records() -> None:
+    text = (REPO / "reports" / "nav4-v1" / "report.md").read_text()
+    assert "## Immediate success by task position" in text
+    reading = next(line for line in text.splitlines() if line.startswith("- Gate `new-task` on key"))
+    assert "(its first task)" in reading and "sequential" in reading and "replay" in reading
+    assert "**Reused records:** 15 of the 150 records" in text and "stage `preliminary`" in text
+    assert "Split manifests: none recorded by the runs" not in text and "nav4-v1.splits.json" in text

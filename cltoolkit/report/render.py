@@ -197,6 +197,7 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         f"Claims and their held-out units: {held_out}. Multiplicity: {p.analysis.multiplicity} at alpha "
         f"{p.analysis.alpha}; declared aggregate: {p.analysis.aggregate}.",
         "",
+        *_reused_lines(r, records),
     ]
     if r.gates:
         lines += [
@@ -273,7 +274,7 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         + ".",
         "- Generator seed ranges: "
         f"{', '.join(f'{k} [{v.start}, {v.stop})' for k, v in p.seeds.splits.items()) or 'none declared'}.",
-        *_split_lines(records),
+        *_split_lines(records, loaded.path.resolve().parent.parent / "registry" / "locks" / f"{p.id}.splits.json"),
         f"- Budget declared: {p.budget.fairness or '-'}",
         f"- Search record: hyperparameters as declared in the protocol's comparisons; {len(p.comparisons)} "
         "comparison(s).",
@@ -287,6 +288,27 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
     return "\n".join(lines)
 
 
+def _reused_lines(r: Results, records: Sequence[RunRecord]) -> list[str]:
+    """Records this stage's gates rest on that were produced for another stage of the plan (same protocol, same
+    planned run): named here, beside the gates, with the commits that produced them."""
+    other: dict[str, list[RunRecord]] = {}
+    for rec in records:
+        if rec.spec.stage != r.stage:
+            other.setdefault(rec.spec.stage, []).append(rec)
+    lines = []
+    for stage, recs in sorted(other.items()):
+        orders = sorted({x.spec.order for x in recs if x.spec.order})
+        seeds = sorted({x.spec.seed for x in recs})
+        lines.append(
+            f"**Reused records:** {len(recs)} of the {len(records)} records these gates use were produced for stage "
+            f"`{stage}`" + (f" (task orders {', '.join(orders)}" if orders else " (") + f"; seeds {_fmt(seeds)}; "
+            f"commits {', '.join(_commits(recs)) or 'not recorded'}): "
+            + ", ".join(x.runId for x in sorted(recs, key=lambda x: x.runId))
+            + ". They are the same planned runs of the same frozen protocol, so the plan counts them here."
+        )
+    return [*lines, ""] if lines else []
+
+
 def _commits(records: Sequence[RunRecord]) -> list[str]:
     """The git commits the records were produced at (12 characters, +dirty for an uncommitted checkout)."""
     return sorted(
@@ -298,14 +320,19 @@ def _commits(records: Sequence[RunRecord]) -> list[str]:
     )
 
 
-def _split_lines(records: Sequence[RunRecord]) -> list[str]:
+def _split_lines(records: Sequence[RunRecord], frozen: Path | None = None) -> list[str]:
     """Realized split manifests per evaluation set: hashes, rows and independent units (apart)."""
     sets: dict[str, list[Any]] = {}
     for rec in records:
         for set_id, man in rec.splits.items():
             sets.setdefault(set_id, []).append(man)
     if not sets:
-        return ["- Split manifests: none recorded by the runs."]
+        if frozen is not None and frozen.is_file():
+            return [
+                f"- Split manifest: frozen with the protocol in `registry/locks/{frozen.name}` (written by `clt "
+                "protocol freeze` from the declared generator ranges; the runs draw their layouts from it)."
+            ]
+        return ["- Split manifests: none (the protocol declares no held-out split)."]
     out = ["- Split manifests (recorded in every run record; rows and independent units counted apart):"]
     for set_id, mans in sorted(sets.items()):
 

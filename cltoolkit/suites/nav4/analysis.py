@@ -204,8 +204,110 @@ class Nav4Analysis(Analysis):
             "- Tuning effort: hyperparameters as declared in the protocol's comparisons; no search was run "
             "beyond the calibration the protocol describes."
         )
-        lines += ["", *_by_order_table(comps), "", *_seed_sensitivity(comps), *_shared_seed_note(comps), ""]
+        lines += ["", *_by_order_table(comps), "", *_by_position_table(comps), *_new_task_reading(protocol, comps)]
+        lines += ["", *_seed_sensitivity(comps), *_shared_seed_note(comps), ""]
         return "\n".join(lines) + "\n"
+
+
+def _span(xs: list[float]) -> str:
+    return f"{np.mean(xs):.2f} [{min(xs):.2f}, {max(xs):.2f}]" if xs else "-"
+
+
+def _positions(c: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
+    """task -> {"first": immediate success of the runs where it is the first task, "later": where it is not}."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for i, order in enumerate(c["orders"]):
+        sequence = c["taskOrders"].get(order or "", [])
+        for task, values in c["perTask"].items():
+            value = values["immediate"][i]
+            if value is None or not sequence:
+                continue
+            where = "first" if sequence[0] == task else "later"
+            out.setdefault(task, {"first": [], "later": []})[where].append(float(value))
+    return out
+
+
+def _by_position_table(comps: dict[str, Any]) -> list[str]:
+    """Immediate success on a task when it is trained first (nothing to forget, nothing in memory yet) and when it
+    comes later, for every comparison that trains tasks in sequence."""
+    rows = []
+    for cid, c in comps.items():
+        if not any(c["taskOrders"].values()) or c["role"] == "reference":  # references train otherwise
+            continue
+        positions = _positions(c)
+        first = [x for p in positions.values() for x in p["first"]]
+        later = [x for p in positions.values() for x in p["later"]]
+        if not first or not later:
+            continue
+        per_task = "; ".join(
+            f"{task} {_span(p['first'])} first / {_span(p['later'])} later"
+            for task, p in positions.items()
+            if p["first"]
+        )
+        rows.append(f"| {cid} | {_span(first)} | {_span(later)} | {per_task} |")
+    if not rows:
+        return []
+    return [
+        "## Immediate success by task position (mean [min, max] over runs)",
+        "",
+        "The first task of a stream has nothing to forget and an empty memory: a method that learns it more slowly "
+        "than later tasks does so by its own terms, not by interference.",
+        "",
+        "| comparison | first task | later tasks | per task (when first / when later) |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _new_task_reading(protocol: ProtocolBase, comps: dict[str, Any]) -> list[str]:
+    """In words, where each failing task of an each-task immediate-success gate comes from: its value per task
+    order, and whether the task is the first one there, beside the other comparisons' values in that position."""
+    out = []
+    for gate in protocol.gates:
+        if gate.metric != m.ImmediateSuccess.id or gate.scope != "each-task" or gate.threshold is None:
+            continue
+        c = comps.get(gate.method)
+        if c is None:
+            continue
+        for task, values in c["perTask"].items():
+            by_order: dict[str, list[float]] = {}
+            for i, order in enumerate(c["orders"]):
+                if values["immediate"][i] is not None:
+                    by_order.setdefault(order or "-", []).append(float(values["immediate"][i]))
+            mean = np.mean([x for xs in by_order.values() for x in xs]) if by_order else None
+            if mean is None or mean >= gate.threshold:
+                continue
+            parts = []
+            for order, xs in by_order.items():
+                first = c["taskOrders"].get(order, [None])[0] == task
+                note = " (its first task)" if first else ""
+                parts.append(f"{order} {np.mean(xs):.2f} [{min(xs):.2f}, {max(xs):.2f}]{note}")
+            line = (
+                f"- Gate `{gate.id}` on {task}: {gate.method}'s mean immediate success {mean:.2f} is below "
+                f"{gate.threshold:g}; by task order: {'; '.join(parts)}."
+            )
+            firsts = [o for o in by_order if c["taskOrders"].get(o, [None])[0] == task]
+            if firsts:
+                others = []
+                for cid, oc in comps.items():
+                    if cid == gate.method or task not in oc["perTask"] or oc["role"] == "reference":
+                        continue
+                    xs = [
+                        float(v)
+                        for i, v in enumerate(oc["perTask"][task]["immediate"])
+                        if v is not None and oc["orders"][i] in firsts
+                    ]
+                    if xs:
+                        others.append(f"{cid} {min(xs):.2f}-{max(xs):.2f}")
+                if others:
+                    line += (
+                        f" Where {task} is the first task ({', '.join(firsts)}), the other comparisons reach "
+                        f"{', '.join(others)}: the shortfall comes from learning the first task, where nothing can be "
+                        "forgotten, which points at the method's own terms acting on the phase in progress."
+                    )
+            out.append(line)
+    return ["## Reading the new-task gate", "", *out, ""] if out else []
 
 
 def _by_order(cid: str, c: dict[str, Any]) -> list[tuple[str | None, str, list[int]]]:
