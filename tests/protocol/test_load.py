@@ -126,7 +126,7 @@ def test_gate_consistency(cli, project) -> None:  # type: ignore[no-untyped-def]
 def test_unknown_protocol_lists_versions(cli, project) -> None:  # type: ignore[no-untyped-def]
     result = cli("protocol", "validate", "nav4-v7")
     assert result.exit_code == 2
-    assert "Versions of nav4 that exist: nav4-v1." in result.output
+    assert "Versions of nav4 that exist: nav4-v1, nav4-v2." in result.output
 
 
 def test_bad_id_form(cli, project) -> None:  # type: ignore[no-untyped-def]

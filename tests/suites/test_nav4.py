@@ -211,3 +211,50 @@ def test_seed_level_sensitivity_pairs_by_seed_and_order_and_averages_orders_per_
     assert rows["immediate average success"].split(" | ")[2].startswith("+0.000 [+0.000, +0.000]")
     one_order = {k: {**c, "orders": ["o1"] * 4} for k, c in comps.items()}
     assert _seed_sensitivity(one_order) == []  # a single order has nothing to average over
+
+
+def test_two_orders_of_one_seed_share_streams_in_v1_and_not_in_v2() -> None:
+    from cltoolkit.validation import load_protocol
+
+    v1 = load_protocol(REPO / "protocols" / "nav4-v1.json").model
+    v2 = load_protocol(REPO / "protocols" / "nav4-v2.json").model
+    assert v1.stream_seed(3, "o1") == v1.stream_seed(3, "o2") == 3  # nav4-v1 as frozen and run
+    assert len({v2.stream_seed(3, o) for o in ("o1", "o2", "o3")}) == 3
+    assert v2.stream_seed(3, "o1") == v2.stream_seed(3, "o1")  # deterministic
+
+
+def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> None:
+    import numpy as np
+    import torch
+
+    from cltoolkit.suites.nav4.agent import Agent
+    from cltoolkit.validation import load_protocol
+
+    v2 = load_protocol(REPO / "protocols" / "nav4-v2.json").model
+    comp = v2.comparison("candidate")
+    from cltoolkit.suites.nav4.suite import ReplayParams
+
+    params = ReplayParams.model_validate(comp.hyperparameters, strict=False)
+    assert params.cloneFrom == "completed-phases"
+    canvas = 2 * v2.environment.gridSize - 3
+    agent = Agent(params, canvas, 0, replay=True, cloning=1.0, clone_completed_only=True)
+    n = 6
+    batch = {
+        "obs": torch.zeros((n, len(CHANNELS), canvas, canvas)),
+        "actions": torch.zeros(n, dtype=torch.int64),
+        "logp": torch.zeros(n),
+        "adv": torch.linspace(-1, 1, n),
+        "ret": torch.zeros(n),
+        "value": torch.full((n,), 5.0),
+        "logits": torch.full((n, len(ACTIONS)), 3.0).scatter(1, torch.zeros((n, 1), dtype=torch.int64), 9.0),
+        "task": torch.zeros(n, dtype=torch.int64),
+    }
+    agent.phase = 0  # every sample is of the phase in progress: no cloning term at all
+    plain = agent._ppo_loss(batch, normalize=True)
+    assert torch.isclose(agent._replay_loss(batch), plain)
+    agent.phase = 1  # the same samples now belong to a completed phase: the cloning terms apply
+    assert agent._replay_loss(batch) > plain + 1.0
+    agent.clone_completed_only = False
+    agent.phase = 0
+    assert agent._replay_loss(batch) > plain + 1.0  # nav4-v1: every sample in memory is cloned
+    assert np.isfinite(float(plain.detach()))

@@ -171,6 +171,7 @@ class Reservoir:
             "ret": self.ret[idx],
             "value": self.value[idx],
             "logits": self.logits[idx],
+            "task": self.task[idx].astype(np.int64),
         }
 
     def contents(self) -> dict[str, int]:
@@ -200,6 +201,9 @@ class Agent:
     seed: int
     replay: bool = False
     cloning: float = 0.0
+    clone_completed_only: bool = False
+    """Cloning terms only on replayed samples of completed phases (never on the phase in progress)."""
+    phase: int = field(init=False, default=0)
     net: Net = field(init=False)
     memory: Reservoir | None = field(init=False, default=None)
 
@@ -238,6 +242,7 @@ class Agent:
         p = self.params
         n, t_len = len(vec.envs), p.rolloutSteps
         iterations = math.ceil(steps / (n * t_len))
+        self.phase = int(task_index(0))
         curve = []
         for it in range(iterations):
             obs_buf = np.zeros((t_len, n, *vec.obs.shape[1:]), dtype=np.uint8)
@@ -326,6 +331,11 @@ class Agent:
         cloning > 0, plus KL(old policy || current) and value cloning towards the stored values (CLEAR-style)."""
         loss = self._ppo_loss(b, normalize=True)
         if self.cloning > 0:
+            if self.clone_completed_only:  # only behaviour of completed phases is cloned
+                keep = b["task"] < self.phase
+                if not bool(keep.any()):
+                    return loss
+                b = {key: value[keep] for key, value in b.items()}
             logits, value = self.net(b["obs"])
             old = torch.log_softmax(b["logits"], -1)
             kl = (old.exp() * (old - torch.log_softmax(logits, -1))).sum(-1).mean()

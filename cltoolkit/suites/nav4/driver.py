@@ -52,6 +52,7 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
     vals = {t: list(held[t]["validation"]) for t in tasks}
     bonus = (params.subgoalBonus.keyPickup, params.subgoalBonus.doorOpen)
     ledger = Ledger()
+    seed = protocol.stream_seed(seed, order)  # nav4-v1: the seed itself; later versions may add the task order
     rng = np.random.default_rng([seed, 1])
     kw = {"size": size, "max_steps": limit, "min_path": min_path}
     curves: dict[str, Any] = {}
@@ -74,7 +75,8 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
     if comp.method in SEQUENTIAL:
         replay, cloning = SEQUENTIAL[comp.method]
         coef = params.behaviourCloningCoef if cloning is None else cloning
-        agent = Agent(params, canvas, seed, replay=replay, cloning=coef)
+        clone_completed = getattr(params, "cloneFrom", "all-memory") == "completed-phases"
+        agent = Agent(params, canvas, seed, replay=replay, cloning=coef, clone_completed_only=clone_completed)
         matrix = []
         for i, task in enumerate(tasks):
             vec = VecTasks([task], params.envs, pool, rng, size, limit, min_path, bonus)

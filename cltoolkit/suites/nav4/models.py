@@ -73,8 +73,22 @@ class Nav4Protocol(ProtocolBase):
     """The calibration clause: how pilots may revise the draft before freezing."""
     calibrationRecord: str = ""
     """What the pilot found and what was revised because of it (written before freezing)."""
+    randomStreams: Literal["seed", "seed-and-order"] = "seed"
+    """What a run's initialisation and random streams derive from: the training seed alone (nav4-v1: the runs of one
+    seed in different task orders share them), or the seed and the task order (every replicate independent)."""
+    replicateUnit: str = "training seed x task order"
+    """The replicate the gates count (one number per replicate)."""
     methodNotes: list[dict[str, str]] = Field(default_factory=list)
     """The plan's method statements (title, text)."""
+
+    def stream_seed(self, seed: int, order: str | None) -> int:
+        """The seed a run's initialisation and random streams derive from (see `randomStreams`)."""
+        if self.randomStreams == "seed" or order is None:
+            return seed
+        import hashlib
+
+        digest = hashlib.sha256(f"nav4|{seed}|{order}".encode()).digest()
+        return int.from_bytes(digest[:4], "little") >> 1
 
     def task_order(self, order: str | None) -> list[str]:
         """Task ids in training order: the named task order, else the environment's order."""

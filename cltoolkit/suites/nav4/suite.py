@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
@@ -69,9 +69,15 @@ class ReplayParams(AgentParams):
     capacity: int = Field(ge=1)
     """Replay capacity in transitions (disclosed)."""
     replayFraction: float = Field(gt=0.0, lt=1.0)
-    """Share of each update's samples drawn from replay (counted as replay updates)."""
+    """Sets how many replayed samples join each minibatch of m new ones: round(m f / (1 - f)), i.e. a share f of the
+    samples processed. Their loss is added to the new samples' loss with weight 1 (a sum of two means, not a weighted
+    mean), and the update is counted as gradient and replay updates in proportion to the two sample counts."""
     behaviourCloningCoef: float = Field(default=0.0, ge=0.0)
-    """Weight of the policy-distillation loss on replayed states (CLEAR-style); 0 for plain replay."""
+    """Weight of the cloning terms on replayed samples (CLEAR-style): KL(stored policy || current policy) plus half
+    the squared error between the current and the stored value estimate; 0 for plain replay."""
+    cloneFrom: Literal["all-memory", "completed-phases"] = "all-memory"
+    """Which replayed samples the cloning terms act on: every sample in memory (nav4-v1), or only samples of
+    phases already completed, so that the phase in progress is never cloned towards its own early behaviour."""
 
 
 class Sequential(Method):
