@@ -396,6 +396,11 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
     return lines
 
 
+def comparison_colors(protocol: Any) -> dict[str, str]:
+    """One colour per comparison, the same in every figure of a report (matplotlib's cycle, in declaration order)."""
+    return {c.id: f"C{i % 10}" for i, c in enumerate(protocol.comparisons)}
+
+
 def tested_bound(gate: Any) -> float | None:
     """Where a gate's tested bound lies on its axis: the threshold of a bound gate; on the difference axis + margin
     for superiority and - margin for non-inferiority when higher is better, mirrored when lower is better."""
@@ -466,7 +471,8 @@ def _figures(
     from cltoolkit.report.standard import curve_figures, matrix_figures
 
     completed = [r for r in records if r.status.state == "completed"]
-    out = {"gates": figs, "runs": matrix_figures(completed) + curve_figures(completed), "suite": []}
+    colors = comparison_colors(loaded.model)
+    out = {"gates": figs, "runs": matrix_figures(completed) + curve_figures(completed, colors), "suite": []}
     suite = registries().suite.get(loaded.model.suite)
     if suite.analysis:
         analysis = registries().analysis.get(suite.analysis)()
@@ -507,11 +513,11 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
         fig = Figure(figsize=(9, 3.6))
         FigureCanvasAgg(fig)
         ax = fig.subplots()
+        colors = comparison_colors(loaded.model)
         for comp, vals in by_comp.items():
             x = np.asarray(vals) if higher else -np.asarray(vals)
-            ax.step(
-                taus, performance_profile(x, taus if higher else -taus), where="post", label=f"{comp} (n={len(vals)})"
-            )
+            profile = performance_profile(x, taus if higher else -taus)
+            ax.step(taus, profile, where="post", label=f"{comp} (n={len(vals)})", color=colors.get(comp))
         sign = ">" if higher else "<"
         ax.set_xlabel(
             f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)", fontsize=9

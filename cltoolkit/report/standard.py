@@ -117,7 +117,9 @@ def matrix_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
     return figs
 
 
-def curve_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
+def curve_figures(records: Sequence[RunRecord], colors: dict[str, str] | None = None) -> list[tuple[str, Any]]:
+    """Learning curves, one figure per curve name; a comparison keeps its colour (`colors`: comparison -> colour)
+    in every figure of the report, with task orders / cells of one comparison drawn dashed and dotted."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -133,8 +135,13 @@ def curve_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
         FigureCanvasAgg(fig)
         ax = fig.subplots()
         meta: dict[str, Any] = {}
+        styles = ("-", "--", ":", "-.")
+        seen: dict[str, int] = {}
         for k, (label, curves) in enumerate(list(groups.items())[:10]):
-            color = f"C{k}"
+            comparison = label.split(" / ")[0]
+            color = (colors or {}).get(comparison, f"C{k}")
+            style = styles[seen.setdefault(comparison, 0) % len(styles)]
+            seen[comparison] += 1
             for c in curves:
                 ax.plot(c["x"], c["y"], color=color, lw=0.6, alpha=0.35)
             lengths = {len(c["x"]) for c in curves}
@@ -143,6 +150,7 @@ def curve_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
                     curves[0]["x"],
                     np.mean([c["y"] for c in curves], axis=0),
                     color=color,
+                    ls=style,
                     lw=2,
                     label=f"{label} (n={len(curves)})",
                 )

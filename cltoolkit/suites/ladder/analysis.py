@@ -212,7 +212,7 @@ class LadderAnalysis(Analysis):
 
         assert isinstance(protocol, LadderProtocol)
         figs = []
-        colors = {c.id: f"C{i}" for i, c in enumerate(protocol.comparisons)}  # one colour per comparison everywhere
+        colors = {c.id: f"C{i % 10}" for i, c in enumerate(protocol.comparisons)}  # as every other figure of the report
         ordered = sorted(records, key=lambda r: (r.spec.comparison, r.spec.seed))
         for key, title in (("control", "Closed-loop control (true system)"), ("transfer", "Transfer system")):
             fig, ax = plt.subplots(figsize=(8, 3.8))
