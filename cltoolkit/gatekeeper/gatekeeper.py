@@ -40,6 +40,7 @@ LEDGER_QUANTITIES = (
     "replayUpdates",
     "replaySamples",
     "modelQueries",
+    "samplesProcessed",
 )
 
 

@@ -49,6 +49,7 @@ LedgerQuantity = Literal[
     "replayUpdates",
     "replaySamples",
     "modelQueries",
+    "samplesProcessed",
     "totalUpdates",
 ]
 

@@ -363,6 +363,7 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
             "gradientUpdates",
             "replayUpdates",
             "replaySamples",
+            "samplesProcessed",
         )
         if any(row.get(q) for row in per.values())
     ]
@@ -391,6 +392,18 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
         ]
         lines += [f"| {c} | " + " | ".join(f"{row.get(q, 0):.0f}" for q in quantities) + " |" for c, row in per.items()]
         lines.append("")
+        steps = {c: row.get("gradientUpdates", 0) + row.get("replayUpdates", 0) for c, row in per.items()}
+        if "samplesProcessed" in quantities and any(steps.values()):
+            lines += [
+                "**Samples per optimiser step** (what an update sees, beside how many updates there are): "
+                + ", ".join(
+                    f"{c} {row['samplesProcessed'] / steps[c]:.0f}"
+                    for c, row in per.items()
+                    if steps[c] and row.get("samplesProcessed")
+                )
+                + ".",
+                "",
+            ]
     est = costs.get("estimates", {})
     lines += [f"**Estimates**: {est.get('note', 'none')}", ""]
     return lines

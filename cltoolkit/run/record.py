@@ -105,6 +105,9 @@ class Ledger(Strict):
     """Replayed samples drawn."""
     modelQueries: int = 0
     """Model evaluations (e.g. K x H x I x E for planners)."""
+    samplesProcessed: int = 0
+    """Samples that went through the loss, new and replayed, summed over every optimiser step (a sample used in
+    three epochs counts three times); 0 where the driver does not count them."""
     parameters: int | None = None
     """Trainable parameters of the final model."""
 

@@ -169,6 +169,10 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:  # type: ignore[no
     assert res["runs"]["completed"] == res["runs"]["planned"] == 10
     checks = {c["quantity"]: c["ok"] for c in res["budgetChecks"]}
     assert checks == {"environmentSteps": True, "totalUpdates": True}  # replay updates counted, totals matched
+    per = res["resourceCosts"]["analytical"]["perComparison"]
+    steps = {c: row["gradientUpdates"] + row["replayUpdates"] for c, row in per.items()}
+    per_step = {c: row["samplesProcessed"] / steps[c] for c, row in per.items() if steps[c]}
+    assert per_step["replay"] > per_step["sequential"] > 0  # replay processes more samples per optimiser step
     gates = {g["id"]: g for g in res["gates"]}
     assert {h["scope"] for h in gates["new-task"]["hypotheses"]} == {"goal", "key", "hazards", "combined"}
     assert all(g["decision"] in ("pass", "fail", "reported") for g in gates.values())

@@ -62,6 +62,7 @@ class Ledger:
     gradientUpdates: float = 0.0
     replayUpdates: float = 0.0
     replaySamples: int = 0
+    samplesProcessed: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -70,6 +71,7 @@ class Ledger:
             "gradientUpdates": round(self.gradientUpdates),
             "replayUpdates": round(self.replayUpdates),
             "replaySamples": self.replaySamples,
+            "samplesProcessed": self.samplesProcessed,
         }
 
 
@@ -299,11 +301,13 @@ class Agent:
                 new = {key: torch.from_numpy(v[idx]) for key, v in batch.items()}
                 loss = self._ppo_loss(new, normalize=True)
                 share_new = 1.0
+                ledger.samplesProcessed += len(idx)
                 if n_replay and self.memory is not None and len(self.memory) > 0:
                     old = {key: torch.from_numpy(v) for key, v in self.memory.sample(n_replay).items()}
                     loss = loss + self._replay_loss(old)
                     share_new = mb / (mb + n_replay)
                     ledger.replaySamples += n_replay
+                    ledger.samplesProcessed += n_replay
                 self.opt.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.net.parameters(), p.maxGradNorm)
