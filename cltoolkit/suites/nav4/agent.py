@@ -304,7 +304,7 @@ class Agent:
                 ledger.samplesProcessed += len(idx)
                 if n_replay and self.memory is not None and len(self.memory) > 0:
                     old = {key: torch.from_numpy(v) for key, v in self.memory.sample(n_replay).items()}
-                    loss = loss + self._replay_loss(old)
+                    loss = loss + getattr(p, "replayLossWeight", 1.0) * self._replay_loss(old)  # x 1.0: exact
                     share_new = mb / (mb + n_replay)
                     ledger.replaySamples += n_replay
                     ledger.samplesProcessed += n_replay

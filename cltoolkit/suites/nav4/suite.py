@@ -69,9 +69,12 @@ class ReplayParams(AgentParams):
     capacity: int = Field(ge=1)
     """Replay capacity in transitions (disclosed)."""
     replayFraction: float = Field(gt=0.0, lt=1.0)
-    """Sets how many replayed samples join each minibatch of m new ones: round(m f / (1 - f)), i.e. a share f of the
-    samples processed. Their loss is added to the new samples' loss with weight 1 (a sum of two means, not a weighted
-    mean), and the update is counted as gradient and replay updates in proportion to the two sample counts."""
+    """How many replayed samples join each minibatch of m new ones: round(m f / (1 - f)), a share f of the samples
+    processed. A count, not a weight: their loss is added to the new samples' loss with weight `replayLossWeight` (a
+    sum of two means), and the update is counted as gradient and replay updates in proportion to the two counts."""
+    replayLossWeight: float = Field(default=1.0, ge=0.0)
+    """Weight of the replayed samples' loss in the sum with the new samples' loss (nav4-v1: 1, implicitly): the
+    replay weight is this loss weight; `replayFraction` only sets how many replayed samples are drawn."""
     behaviourCloningCoef: float = Field(default=0.0, ge=0.0)
     """Weight of the cloning terms on replayed samples (CLEAR-style): KL(stored policy || current policy) plus half
     the squared error between the current and the stored value estimate; 0 for plain replay."""
