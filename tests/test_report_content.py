@@ -9,7 +9,7 @@ import re
 import pytest
 
 from cltoolkit.protocol.models import Gate
-from cltoolkit.report import render
+from cltoolkit.report import figures, render
 from tests.conftest import REPO
 
 
@@ -28,7 +28,7 @@ def _gate(test: str, comparator: str, **extra: object) -> Gate:
     ],
 )
 def test_the_tested_bound_is_drawn_where_it_is_tested(test: str, comparator: str, expected: float) -> None:
-    assert render.tested_bound(_gate(test, comparator, reference="b", margin=0.05)) == expected
+    assert figures.tested_bound(_gate(test, comparator, reference="b", margin=0.05)) == expected
 
 
 def test_ladder_rungs_are_means_over_seeds() -> None:
