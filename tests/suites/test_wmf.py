@@ -304,3 +304,31 @@ def test_stage_cache_loads_data_only_after_its_digest(tmp_path: Path) -> None:
     with pytest.raises(pickle.UnpicklingError):
         StageCache(tmp_path).get("s", key, compute)
     assert not marker.exists()
+
+
+def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import statistics
+
+    from cltoolkit.run.record import read_record
+    from cltoolkit.suites.wmf.analysis import WmfAnalysis
+    from cltoolkit.suites.wmf.reference import report_lines
+    from cltoolkit.validation import load_protocol
+    from tests.conftest import REPO
+
+    monkeypatch.setenv("CLT_ROOT", str(REPO))
+    protocol = load_protocol(REPO / "protocols" / "wmf-lite-v1.json").model
+    protocol = protocol.model_copy(update={"reference": "reference/wmf-seed000-metrics.json"})
+    records = [read_record(p) for p in sorted((REPO / "runs" / "wmf-lite-v1").glob("*/record.json"))]
+    rep = WmfAnalysis().summaries(protocol, records)["reproduction"]
+    assert len(rep["rows"]) == 45 and len(rep["rdRankings"]) == 9
+    row = next(r for r in rep["rows"] if r["cell"] == "minigrid-min" and r["method"] == "finetuning")
+    ours = [r.metrics["pf"] for r in records if r.spec.cell == "minigrid-min" and r.spec.comparison == "finetuning"]
+    assert row["quantities"]["pf"]["clt"]["mean"] == pytest.approx(statistics.mean(ours))  # type: ignore[arg-type]
+    stored = json.loads((REPO / "reference" / "wmf-seed000-metrics.json").read_text())["runs"]
+    theirs = [r["metrics"]["pf"] for r in stored if r["family"] == "minigrid" and r["distance"] == "min"
+              and r["method"] == "finetuning"]  # fmt: skip
+    seed_stats = row["quantities"]["pf"]["seed"]
+    assert seed_stats["n"] == len(theirs) and seed_stats["mean"] == pytest.approx(statistics.mean(theirs))
+    assert all(-1 <= r["kendallTau"] <= 1 for r in rep["rdRankings"].values() if r["kendallTau"] is not None)
+    text = "\n".join(report_lines(rep))
+    assert "## Reproduction of seed 000" in text and "| minigrid-min | finetuning |" in text

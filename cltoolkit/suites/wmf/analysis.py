@@ -106,6 +106,17 @@ def _evaluation_sizes(protocol: Any, records: Sequence[RunRecord]) -> dict[str, 
     }
 
 
+def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
+    """The comparison with the seed repository's runs, where the protocol names them."""
+    if not getattr(protocol, "reference", None):
+        return {}
+    from cltoolkit.project import find_project
+    from cltoolkit.suites.wmf.reference import load_reference, reproduction
+
+    path = find_project().root / protocol.reference
+    return {"reproduction": {"source": protocol.reference, **reproduction(records, load_reference(path))}}
+
+
 class WmfAnalysis(Analysis):
     def expected_values(self, protocol: ProtocolBase, record: RunRecord) -> dict[str, ValueKind]:
         """Each declared metric's record field: a finite number, or null where the run did not measure it."""
@@ -206,6 +217,7 @@ class WmfAnalysis(Analysis):
             "spearmanRd": correlations,
             "holmFamily": [f"{e['method']} vs {e['reference']} on {e['metric']}" for e in tested],
             "evaluationSizes": _evaluation_sizes(protocol, records),
+            **_reproduction(protocol, records),
         }
 
     def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
@@ -266,6 +278,10 @@ class WmfAnalysis(Analysis):
             lines.append(f"| {comp} | " + " | ".join(cols) + " |")
         lines += ["", "## Fixed in code, not protocol fields (`cltoolkit/suites/wmf/world.py`)", ""]
         lines += [f"- {item}" for item in FIXED_IN_CODE]
+        if summaries.get("reproduction"):
+            from cltoolkit.suites.wmf.reference import report_lines
+
+            lines += ["", *report_lines(summaries["reproduction"])]
         sizes = summaries.get("evaluationSizes")
         if sizes:
             declared = ", ".join(f"{k} {v}" for k, v in sizes["declared"].items())

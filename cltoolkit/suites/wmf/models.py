@@ -147,6 +147,9 @@ class WmfProtocol(ProtocolBase):
     """Evaluation sets and metric settings."""
     methodPairs: list[MethodPair] = Field(default_factory=list)
     """Declared paired comparisons (one Holm family)."""
+    reference: str | None = None
+    """Path (from the project folder) of the seed repository's stored run metrics to compare with (e.g.
+    `reference/wmf-seed000-metrics.json`): the report then has a section "Reproduction of seed 000"."""
 
     def cell(self, cell_id: str) -> tuple[Family, Level]:
         """`<family>-<level>` -> its family and level."""
