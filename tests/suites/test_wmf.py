@@ -332,3 +332,34 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
     assert all(-1 <= r["kendallTau"] <= 1 for r in rep["rdRankings"].values() if r["kendallTau"] is not None)
     text = "\n".join(report_lines(rep))
     assert "## Reproduction of seed 000" in text and "| minigrid-min | finetuning |" in text
+
+
+def test_the_seed_decoder_reshapes_to_2x2_and_crops_80_to_64() -> None:
+    from cltoolkit.suites.wmf.world import build
+
+    model = {"latent": 8, "hidden": 16, "channels": [4, 8, 16, 32], "beta": 1.0}
+    default = build(model, "rssm", 3)
+    seed = build({**model, "decoder": "2x2-crop"}, "rssm", 3)
+    z = torch.randn(2, 8)
+    assert default.vae.decode(z).shape == seed.vae.decode(z).shape == (2, 3, 64, 64)
+    vae = seed.vae
+    full = vae.decoder(vae.expand(z).view(-1, 32, 2, 2))
+    assert full.shape == (2, 3, 80, 80)  # 2 -> 7 -> 17 -> 38 -> 80 before the crop
+    assert torch.equal(vae.decode(z), full[:, :, 8:72, 8:72])  # the centre 64 x 64
+    first = vae.decoder[0]
+    assert isinstance(first, torch.nn.ConvTranspose2d) and first.in_channels == 32  # not 4 x 32 as in 1x1
+    assert first.weight.numel() * 4 == default.vae.decoder[0].weight.numel()  # the 1x1 decoder's is 4x larger
+
+
+def test_the_ewc_penalty_factor_half_or_full() -> None:
+    from cltoolkit.suites.wmf.train import EwcPenalty
+    from cltoolkit.suites.wmf.world import build
+
+    model = build({"latent": 4, "hidden": 8, "channels": [4, 4, 8, 8], "beta": 1.0}, "rssm", 2)
+    anchor = {n: p.detach().clone() + 0.5 for n, p in model.named_parameters() if n.startswith("gru")}
+    fisher = {n: torch.full_like(a, 2.0) for n, a in anchor.items()}
+    count = sum(a.numel() for a in anchor.values())
+    half = EwcPenalty(fisher, anchor, 3.0)(model).detach()  # (lambda / 2) sum F d^2 = 1.5 x 2 x 0.25 x count
+    full = EwcPenalty(fisher, anchor, 3.0, 1.0)(model).detach()  # seed 000: lambda sum F d^2
+    assert float(half) == pytest.approx(1.5 * 2.0 * 0.25 * count)
+    assert float(full) == pytest.approx(2 * float(half))

@@ -157,7 +157,8 @@ def run_cell(
     if method == "ewc":
         fset = ev.encode_transitions(m_a, held_a, rows_f)
         fisher = fisher_diagonal(m_b, fset.z, fset.a, fset.z_next)
-        ewc = EwcPenalty({n: f for n, f in fisher.items()}, state(m_b), float(params["lambda"]))
+        factor = 1.0 if params.get("penalty", "half") == "full" else 0.5
+        ewc = EwcPenalty({n: f for n, f in fisher.items()}, state(m_b), float(params["lambda"]), factor)
     elif method == "replay_infinite":
         n_a = round(batch * float(params["taskAShare"]))
         sources = [(data["A", "train"], n_a), (data["B", "train"], batch - n_a)]

@@ -81,6 +81,9 @@ class WmfModel(Strict):
     """Encoder convolution widths (the decoder mirrors them)."""
     beta: float = Field(gt=0)
     """Weight of KL(q(z|x) || p(z|h)) in the loss."""
+    decoder: Literal["1x1", "2x2-crop"] = "1x1"
+    """`1x1` (wmf-v1): World Models' decoder, Linear(latent, 4 c4) as a 1 x 1 map to 64 x 64 directly. `2x2-crop`:
+    seed 000's code, Linear(latent, 4 c4) as (c4, 2, 2) to 80 x 80, then the centre 64 x 64 crop."""
 
 
 class WmfTraining(Strict):

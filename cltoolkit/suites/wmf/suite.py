@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
@@ -45,7 +45,9 @@ class ReplayInfinite(Method):
 class EwcParams(Strict):
     # the protocol key is `lambda`
     lambda_: float = Field(alias="lambda", gt=0)
-    """Penalty weight: (lambda / 2) sum F (theta - theta_A)^2."""
+    """Penalty weight: (lambda / 2) sum F (theta - theta_A)^2, or lambda sum F (...)^2 with `penalty` full."""
+    penalty: Literal["half", "full"] = "half"
+    """`half` (wmf-v1): (lambda / 2) sum F (theta - theta_A)^2; `full`: lambda sum F (...)^2, as seed 000's code."""
 
 
 class EWC(Method):

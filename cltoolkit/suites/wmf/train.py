@@ -29,18 +29,20 @@ def batch_tensors(data: Episodes, rows: np.ndarray, length: int) -> tuple[torch.
 
 @dataclass
 class EwcPenalty:
-    """(lambda / 2) sum_i F_i (theta_i - theta*_i)^2 over the parameters with a Fisher entry."""
+    """factor x lambda x sum_i F_i (theta_i - theta*_i)^2 over the parameters with a Fisher entry: factor 1/2
+    (wmf-v1, Kirkpatrick et al.'s form) or 1 (seed 000's `src/baselines/ewc.py`)."""
 
     fisher: dict[str, torch.Tensor]
     anchor: dict[str, torch.Tensor]
     lam: float
+    factor: float = 0.5
 
     def __call__(self, model: RSSM) -> torch.Tensor:
         total = torch.zeros(())
         for name, p in model.named_parameters():
             if name in self.fisher:
                 total = total + (self.fisher[name] * (p - self.anchor[name]).pow(2)).sum()
-        return 0.5 * self.lam * total
+        return self.factor * self.lam * total  # (factor x lambda) x total: for 1/2 the same arithmetic as before
 
 
 def fisher_diagonal(model: RSSM, z: torch.Tensor, a: torch.Tensor, z_next: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -68,6 +68,8 @@ class ConvVAE(nn.Module):
     def __init__(self, latent: int, channels: tuple[int, int, int, int]) -> None:
         super().__init__()
         c1, c2, c3, c4 = channels
+        self.channels = channels
+        self.seed_decoder = False
         self.encoder = nn.Sequential(
             nn.Conv2d(3, c1, 4, 2),
             nn.ReLU(),
@@ -108,7 +110,31 @@ class ConvVAE(nn.Module):
         f = self.encoder(x.contiguous(memory_format=torch.channels_last))
         return self.mu(f), self.logvar(f)
 
+    def use_seed_decoder(self) -> None:
+        """Seed 000's decoder (`src/models/vae.py`): Linear(latent, c4 x 2 x 2), reshaped to (c4, 2, 2), transposed
+        convolutions to 7, 17, 38 and 80 pixels, sigmoid, then the centre 64 x 64 crop. (The default is World Models'
+        decoder: Linear(latent, c4 x 4) as (c4 x 4, 1, 1) to 5, 13, 30 and 64 pixels, no crop.)"""
+        c1, c2, c3, c4 = self.channels
+        self.expand = nn.Linear(self.expand.in_features, c4 * 2 * 2)
+        self.decoder = nn.Sequential(
+            nn.ConvTranspose2d(c4, c3, 5, 2),
+            nn.ReLU(),
+            nn.ConvTranspose2d(c3, c2, 5, 2),
+            nn.ReLU(),
+            nn.ConvTranspose2d(c2, c1, 6, 2),
+            nn.ReLU(),
+            nn.ConvTranspose2d(c1, 3, 6, 2),
+            nn.Sigmoid(),
+        )
+        self.decoder.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        self.seed_decoder = True
+
     def decode(self, z: Tensor) -> Tensor:
+        if self.seed_decoder:
+            full: Tensor = self.decoder(self.expand(z).view(-1, self.channels[3], 2, 2))  # (N, 3, 80, 80)
+            top = (full.shape[-2] - 64) // 2
+            left = (full.shape[-1] - 64) // 2
+            return full[:, :, top : top + 64, left : left + 64].contiguous()
         out: Tensor = self.decoder(self.expand(z).view(-1, self.feat, 1, 1))
         return out.contiguous()
 
@@ -343,7 +369,14 @@ class UGMTM(RSSM):
 
 
 def build(model: dict[str, Any], method: str, action: int, ug: dict[str, Any] | None = None) -> RSSM:
-    """The world model of a method from the protocol's model section."""
+    """The world model of a method from the protocol's model section (`decoder` "2x2-crop": seed 000's decoder)."""
+    built = _build(model, method, action, ug)
+    if model.get("decoder", "1x1") == "2x2-crop":
+        built.vae.use_seed_decoder()
+    return built
+
+
+def _build(model: dict[str, Any], method: str, action: int, ug: dict[str, Any] | None) -> RSSM:
     args = (model["latent"], model["hidden"], action, tuple(model["channels"]), model["beta"])
     if method == "progressive_nets":
         return ProgressiveRSSM(*args)
