@@ -363,3 +363,45 @@ def test_the_ewc_penalty_factor_half_or_full() -> None:
     full = EwcPenalty(fisher, anchor, 3.0, 1.0)(model).detach()  # seed 000: lambda sum F d^2
     assert float(half) == pytest.approx(1.5 * 2.0 * 0.25 * count)
     assert float(full) == pytest.approx(2 * float(half))
+
+
+def test_the_seed_progressive_column_reads_a_lateral_projection_of_the_shared_state() -> None:
+    from cltoolkit.suites.wmf.world import build
+
+    model = {"latent": 4, "hidden": 6, "channels": [4, 4, 8, 8], "beta": 1.0}
+    seed = build(model, "progressive_nets", 2, {"lateral": "shared-state"})
+    ours = build(model, "progressive_nets", 2, None)
+    for m in (seed, ours):
+        m.switch()
+    assert seed.lateral is not None and tuple(seed.lateral.weight.shape) == (6, 6) and ours.lateral is None
+    z, a = torch.randn(3, 4), torch.randn(3, 2)
+    h = seed.initial(3, z)
+    assert h.shape == (3, 6) and ours.initial(3, z).shape == (3, 12)  # one shared state vs one per column
+    x = torch.cat([z, a], -1)
+    frozen = seed.gru(x.unsqueeze(1), h.unsqueeze(0))[1].squeeze(0)
+    expected = seed.column2(torch.cat([x, seed.lateral(frozen)], -1).unsqueeze(1), h.unsqueeze(0))[1].squeeze(0)
+    assert torch.allclose(seed.step(h, z, a), expected)
+    assert any(p is seed.lateral.weight for p in seed.transition_parameters())  # trained with the new column
+    states, _ = seed.sequence(z.unsqueeze(1).repeat(1, 4, 1), a.unsqueeze(1).repeat(1, 4, 1))
+    assert states.shape == (3, 4, 6)
+    assert torch.allclose(states[:, 0], seed.step(seed.initial(3, z), z, a), atol=1e-6)
+
+
+def test_the_seed_options_run_a_cell_end_to_end(tmp_path: Path) -> None:
+    """The seed-faithful options (decoder 2x2-crop, shared-state progressive columns, the full EWC factor) run a
+    tiny cell to finite metrics; the full factor doubles nothing but the penalty (the task-A phase is shared)."""
+    import math
+
+    from cltoolkit.suites.wmf.driver import run_cell
+
+    doc = _tiny_doc()
+    doc["model"]["decoder"] = "2x2-crop"
+    protocol = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
+    store = tmp_path / "s"
+    prog = run_cell(protocol, "minigrid-min", "progressive_nets", {"lateral": "shared-state"}, 0, store)
+    half = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0}, 0, store)
+    full = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0, "penalty": "full"}, 0, store)
+    for out in (prog, half, full):
+        assert all(math.isfinite(v) for k, v in out["metrics"].items() if k in ("pf", "rd", "reconAAfterB"))
+    assert any(r.startswith("phase-A-rssm") for r in full["reused"])  # the same task-A phase as every plain method
+    assert half["metrics"]["reconBAfterB"] != full["metrics"]["reconBAfterB"]  # the penalty changed task B's training

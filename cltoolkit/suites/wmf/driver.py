@@ -101,7 +101,7 @@ def run_cell(
     width = int(data["A", "train"].actions.shape[-1])
     if int(data["B", "train"].actions.shape[-1]) != width:
         raise ValueError(f"{cell}: tasks A and B have different action widths")
-    ug = params if method == "ug_mtm" else None
+    ug = params if method == "ug_mtm" or (method == "progressive_nets" and params) else None  # v1: progressive {}
     data_key = {f"{split}-{task}": cache.used[f"data-{split}-{task}"] for task, split in data}
     model_key = {
         "model": protocol.model.model_dump(mode="json"),
@@ -119,7 +119,9 @@ def run_cell(
 
     arch_a = "rssm" if method in PLAIN else method
     stage_a, _ = cache.get(
-        f"phase-A-{arch_a}", {**model_key, "stage": "phase-A", "arch": arch_a, "ug": ug}, lambda: phase(arch_a, "A")
+        f"phase-A-{arch_a}",
+        {**model_key, "stage": "phase-A", "arch": arch_a, "ug": ug if arch_a == "ug_mtm" else None},
+        lambda: phase(arch_a, "A"),
     )
     ref_b, _ = cache.get("reference-B-scratch", {**model_key, "stage": "reference-B"}, lambda: phase("rssm", "B"))
     ref_a = (

@@ -59,11 +59,19 @@ class EWC(Method):
     summary: ClassVar[str] = "EWC on the transition component"
 
 
+class ProgressiveParams(Strict):
+    lateral: Literal["column-states", "shared-state"] = "column-states"
+    """`column-states` (wmf-v1): each column keeps its own hidden state and the new column reads the frozen column's
+    state directly. `shared-state` (seed 000's `src/baselines/progressive_nets.py`): one hidden state, the frozen
+    column is run on it and reaches the new column through a learned lateral Linear(h, h)."""
+
+
 class ProgressiveNets(Method):
     """A new GRU column (and prior head) at the switch, reading the frozen column through a lateral connection;
     shared VAE keeps training; the newest column is used at inference."""
 
     suite: ClassVar[str] = "wmf"
+    Params = ProgressiveParams
     summary: ClassVar[str] = "progressive GRU columns, shared VAE"
 
 

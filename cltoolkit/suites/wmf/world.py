@@ -219,27 +219,54 @@ class ProgressiveRSSM(RSSM):
     reads the frozen previous column's hidden state through a lateral connection (its input is [z, a, h_prev]); the
     VAE is shared and keeps training; the newest column is used at inference."""
 
-    def __init__(self, latent: int, hidden: int, action: int, channels: tuple[int, int, int, int], beta: float) -> None:
+    def __init__(
+        self,
+        latent: int,
+        hidden: int,
+        action: int,
+        channels: tuple[int, int, int, int],
+        beta: float,
+        *,
+        shared_state: bool = False,
+    ) -> None:
         super().__init__(latent, hidden, action, channels, beta)
         self.column2: nn.GRU | None = None
         self.head2: nn.Linear | None = None
+        self.shared_state = shared_state
+        """Seed 000's form: one hidden state; the frozen column runs on it and feeds the new one through `lateral`."""
+        self.lateral: nn.Linear | None = None
 
     def switch(self) -> None:
         self.column2 = nn.GRU(self.latent + self.action + self.hidden, self.hidden, batch_first=True)
         self.head2 = nn.Linear(self.hidden, 2 * self.latent)
+        if self.shared_state:
+            self.lateral = nn.Linear(self.hidden, self.hidden)
         for p in [*self.gru.parameters(), *self.head.parameters()]:
             p.requires_grad_(False)
 
     def prior(self, h: Tensor) -> tuple[Tensor, Tensor]:
-        """The state is [h1, h2] once the second column exists; the newest column's head reads h2."""
+        """The state is [h1, h2] once the second column exists (shared state: h alone); the newest column's head
+        reads h2."""
         if self.head2 is None:
             return super().prior(h)
-        mu, logvar = self.head2(h[..., self.hidden :]).chunk(2, dim=-1)
+        mu, logvar = self.head2(h if self.shared_state else h[..., self.hidden :]).chunk(2, dim=-1)
         return mu, logvar
+
+    def _shared_step(self, h: Tensor, x: Tensor) -> Tensor:
+        """h' = column2([z, a, V column1([z, a], h)], h): seed 000's transition with the frozen column under
+        no_grad (its lateral V is trained with the new column)."""
+        assert self.column2 is not None and self.lateral is not None
+        with torch.no_grad():
+            frozen = self.gru(x.unsqueeze(1), h.unsqueeze(0).contiguous())[1].squeeze(0)
+        inputs = torch.cat([x, self.lateral(frozen)], -1).unsqueeze(1)
+        out: Tensor = self.column2(inputs, h.unsqueeze(0).contiguous())[1].squeeze(0)
+        return out
 
     def step(self, h: Tensor, z: Tensor, a: Tensor) -> Tensor:
         if self.column2 is None:
             return super().step(h, z, a)
+        if self.shared_state:
+            return self._shared_step(h, torch.cat([z, a], -1))
         h1, h2 = h.chunk(2, dim=-1)
         x = torch.cat([z, a], -1).unsqueeze(1)
         h1n = self.gru(x, h1.unsqueeze(0).contiguous())[1].squeeze(0)
@@ -248,6 +275,13 @@ class ProgressiveRSSM(RSSM):
 
     def sequence(self, z: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
         x = torch.cat([z, a], -1)
+        if self.column2 is not None and self.shared_state:  # the frozen column reads the shared state: step by step
+            h = z.new_zeros(z.shape[0], self.hidden)
+            states = []
+            for t in range(x.shape[1]):
+                h = self._shared_step(h, x[:, t])
+                states.append(h)
+            return torch.stack(states, 1), z.new_zeros(())
         h1 = self.gru(x)[0]
         if self.column2 is None:
             return h1, z.new_zeros(())
@@ -255,14 +289,15 @@ class ProgressiveRSSM(RSSM):
         return torch.cat([h1, h2], -1), z.new_zeros(())
 
     def initial(self, n: int, like: Tensor) -> Tensor:
-        width = self.hidden if self.column2 is None else 2 * self.hidden
+        width = self.hidden if self.column2 is None or self.shared_state else 2 * self.hidden
         return like.new_zeros(n, width)
 
     def transition_parameters(self) -> list[nn.Parameter]:
         if self.column2 is None:
             return super().transition_parameters()
         assert self.head2 is not None
-        return [*self.column2.parameters(), *self.head2.parameters()]
+        lateral = [*self.lateral.parameters()] if self.lateral is not None else []
+        return [*self.column2.parameters(), *self.head2.parameters(), *lateral]
 
 
 class UGMTM(RSSM):
@@ -379,7 +414,7 @@ def build(model: dict[str, Any], method: str, action: int, ug: dict[str, Any] | 
 def _build(model: dict[str, Any], method: str, action: int, ug: dict[str, Any] | None) -> RSSM:
     args = (model["latent"], model["hidden"], action, tuple(model["channels"]), model["beta"])
     if method == "progressive_nets":
-        return ProgressiveRSSM(*args)
+        return ProgressiveRSSM(*args, shared_state=(ug or {}).get("lateral") == "shared-state")
     if method == "ug_mtm":
         assert ug is not None
         return UGMTM(
