@@ -401,7 +401,27 @@ def test_the_seed_options_run_a_cell_end_to_end(tmp_path: Path) -> None:
     prog = run_cell(protocol, "minigrid-min", "progressive_nets", {"lateral": "shared-state"}, 0, store)
     half = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0}, 0, store)
     full = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0, "penalty": "full"}, 0, store)
-    for out in (prog, half, full):
+    pooled = {"taskAShare": 0.5, "sampling": "uniform-episodes"}
+    replay = run_cell(protocol, "minigrid-min", "replay_infinite", pooled, 0, store)
+    for out in (prog, half, full, replay):
         assert all(math.isfinite(v) for k, v in out["metrics"].items() if k in ("pf", "rd", "reconAAfterB"))
     assert any(r.startswith("phase-A-rssm") for r in full["reused"])  # the same task-A phase as every plain method
     assert half["metrics"]["reconBAfterB"] != full["metrics"]["reconBAfterB"]  # the penalty changed task B's training
+
+
+def test_pooled_replay_picks_episodes_uniformly_then_a_start() -> None:
+    from cltoolkit.suites.wmf.train import _pooled_rows
+
+    # source 0: one long episode (97 windows); source 1: three short ones (2 windows each)
+    long_win = np.array([(0, s) for s in range(97)])
+    short_win = np.array([(e, s) for e in range(3) for s in range(2)])
+    rng = np.random.default_rng(0)
+    counts = np.zeros(4)
+    for _ in range(500):
+        rows = _pooled_rows([(None, 4), (None, 4)], [long_win, short_win], rng)  # type: ignore[list-item]
+        assert sum(len(r) for r in rows) == 8
+        counts[0] += len(rows[0])
+        for e, _s in rows[1]:
+            counts[1 + e] += 1
+    share = counts / counts.sum()
+    assert np.allclose(share, 0.25, atol=0.03)  # each episode equally often, whatever its length

@@ -161,11 +161,13 @@ def run_cell(
         fisher = fisher_diagonal(m_b, fset.z, fset.a, fset.z_next)
         factor = 1.0 if params.get("penalty", "half") == "full" else 0.5
         ewc = EwcPenalty({n: f for n, f in fisher.items()}, state(m_b), float(params["lambda"]), factor)
-    elif method == "replay_infinite":
+    pooled = False
+    if method == "replay_infinite":
         n_a = round(batch * float(params["taskAShare"]))
         sources = [(data["A", "train"], n_a), (data["B", "train"], batch - n_a)]
+        pooled = params.get("sampling", "fixed-share") == "uniform-episodes"
     m_b.switch()
-    log_b = train_phase(m_b, sources, cfg, derived_seed(seed, "phase", "B", method), ewc)
+    log_b = train_phase(m_b, sources, cfg, derived_seed(seed, "phase", "B", method), ewc, uniform_episodes=pooled)
 
     mr_a, mr_b = load("rssm", ref_a["state"]), load("rssm", ref_b["state"])
     ev_seed = derived_seed(seed, "evaluate")

@@ -30,7 +30,12 @@ class Finetuning(Method):
 
 class ReplayParams(Strict):
     taskAShare: float = Field(gt=0, lt=1)
-    """Share of each task-B batch drawn from task-A training windows (the rest from task B)."""
+    """Share of each task-B batch drawn from task-A training windows (the rest from task B); used by
+    `sampling` fixed-share."""
+    sampling: Literal["fixed-share", "uniform-episodes"] = "fixed-share"
+    """`fixed-share` (wmf-v1): every task-B batch holds round(taskAShare x batch) task-A windows, each uniform over
+    all task-A windows, and task-B windows for the rest. `uniform-episodes` (seed 000's combined `ReplayBuffer`): each
+    window picks one of all task-A and task-B training episodes uniformly, then a start uniformly within it."""
 
 
 class ReplayInfinite(Method):

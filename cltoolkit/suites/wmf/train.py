@@ -75,16 +75,35 @@ class Phase:
     """Updates dropped because the loss was not finite."""
 
 
+def _pooled_rows(
+    sources: list[tuple[Episodes, int]], windows: list[np.ndarray], rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Per source, the (episode, start) rows of one pooled batch: each window picks an episode uniformly among all
+    sources' episodes (that have a window), then a start uniformly within that episode."""
+    owners = [(i, int(e)) for i, win in enumerate(windows) for e in np.unique(win[:, 0])]
+    batch = sum(count for _, count in sources)
+    chosen: list[list[list[int]]] = [[] for _ in sources]
+    for k in rng.integers(len(owners), size=batch):
+        src, episode = owners[int(k)]
+        starts = windows[src][windows[src][:, 0] == episode]
+        chosen[src].append(starts[int(rng.integers(len(starts)))].tolist())
+    return [np.asarray(rows, dtype=np.int64).reshape(-1, 2) for rows in chosen]
+
+
 def train_phase(
     model: RSSM,
     sources: list[tuple[Episodes, int]],
     cfg: WmfTraining,
     seed: int,
     ewc: EwcPenalty | None = None,
+    *,
+    uniform_episodes: bool = False,
 ) -> Phase:
     """`cfg.updatesPerTask` Adam updates on windows drawn uniformly from each source (`(episodes, windows per
-    batch)`; the counts sum to the batch). Adam is built here over the trainable parameters. Every random draw
-    (windows, posterior noise, dropout) comes from generators seeded by `seed`."""
+    batch)`; the counts sum to the batch). With `uniform_episodes` the sources are pooled instead: each of the
+    batch's windows picks one episode uniformly among all sources' episodes, then a start uniformly within it (seed
+    000's replay buffer). Adam is built here over the trainable parameters. Every random draw (windows, posterior
+    noise, dropout) comes from generators seeded by `seed`."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     windows = [data.windows(cfg.sequenceLength) for data, _ in sources]
@@ -98,8 +117,11 @@ def train_phase(
     nan_steps = 0
     for step in range(cfg.updatesPerTask):
         obs_parts, act_parts = [], []
-        for (data, count), win in zip(sources, windows, strict=True):
-            rows = win[rng.integers(len(win), size=count)]
+        picks = _pooled_rows(sources, windows, rng) if uniform_episodes else None
+        for i, ((data, count), win) in enumerate(zip(sources, windows, strict=True)):
+            rows = picks[i] if picks is not None else win[rng.integers(len(win), size=count)]
+            if len(rows) == 0:
+                continue
             o, a = batch_tensors(data, rows, cfg.sequenceLength)
             obs_parts.append(o)
             act_parts.append(a)
