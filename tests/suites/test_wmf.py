@@ -403,6 +403,7 @@ def test_the_seed_options_run_a_cell_end_to_end(tmp_path: Path) -> None:
     full = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0, "penalty": "full"}, 0, store)
     pooled = {"taskAShare": 0.5, "sampling": "uniform-episodes"}
     replay = run_cell(protocol, "minigrid-min", "replay_infinite", pooled, 0, store)
+    assert prog["budget"]["parameters"] > half["budget"]["parameters"] > 0  # the second column and its lateral
     for out in (prog, half, full, replay):
         assert all(math.isfinite(v) for k, v in out["metrics"].items() if k in ("pf", "rd", "reconAAfterB"))
     assert any(r.startswith("phase-A-rssm") for r in full["reused"])  # the same task-A phase as every plain method

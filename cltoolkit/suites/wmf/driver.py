@@ -224,7 +224,12 @@ def run_cell(
             float(f.abs().max()) for n, f in ewc.fisher.items() if n.startswith("vae.")
         )
     frames = sum(int(d.lengths.sum() + len(d.lengths)) for d in data.values())
-    budget = {"environmentSteps": frames, "frames": frames, "gradientUpdates": 2 * cfg.updatesPerTask}
+    budget = {
+        "environmentSteps": frames,
+        "frames": frames,
+        "gradientUpdates": 2 * cfg.updatesPerTask,
+        "parameters": sum(p.numel() for p in m_b.parameters()),  # the final model, every column / expert included
+    }
     return {"metrics": _clean(metrics), "budget": budget, "reused": sorted(cache.reused)}
 
 
