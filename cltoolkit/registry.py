@@ -12,7 +12,6 @@ import difflib
 import importlib
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -38,14 +37,12 @@ class _Entry:
     """A project's own components import from the project folder (and from nowhere else first)."""
 
 
-@contextmanager
-def _importable(folder: str | None) -> Iterator[None]:
+def _on_module_path(folder: str | None) -> None:
     """`folder` on the module path from the first import of a project component on (the interpreter's working
     directory is not: workers start with `-P`). Appended after the installed packages, so a project module never
     shadows a dependency; kept, so the component's own later imports of its sibling modules work."""
     if folder is not None and folder not in sys.path:
         sys.path.append(folder)
-    yield
 
 
 class Registry(Generic[T]):
@@ -107,8 +104,8 @@ class Registry(Generic[T]):
             assert entry.target is not None  # a lazy entry always has its target
             module_name, attr = entry.target.split(":")
             try:
-                with _importable(entry.search_path):
-                    obj: Any = importlib.import_module(module_name)
+                _on_module_path(entry.search_path)
+                obj: Any = importlib.import_module(module_name)
                 for part in attr.split("."):
                     obj = getattr(obj, part)
             except ImportError as exc:

@@ -61,6 +61,22 @@ class PointTransposedConv(nn.ConvTranspose2d):
         return out.contiguous(memory_format=torch.channels_last)
 
 
+def _decoder(first: nn.Module, channels: tuple[int, int, int, int]) -> nn.Sequential:
+    """`first` (to c3 channels), then transposed convolutions c3 -> c2 (5, stride 2) -> c1 (6, 2) -> 3 (6, 2) and a
+    sigmoid; the layers are built in this order (the initialisation draws follow it)."""
+    c1, c2, c3, _ = channels
+    return nn.Sequential(
+        first,
+        nn.ReLU(),
+        nn.ConvTranspose2d(c3, c2, 5, 2),
+        nn.ReLU(),
+        nn.ConvTranspose2d(c2, c1, 6, 2),
+        nn.ReLU(),
+        nn.ConvTranspose2d(c1, 3, 6, 2),
+        nn.Sigmoid(),
+    )
+
+
 class ConvVAE(nn.Module):
     """Four 4x4 stride-2 convolutions (64 -> 31 -> 14 -> 6 -> 2) to a Gaussian latent; a transposed-convolution
     decoder (1 -> 5 -> 13 -> 30 -> 64) with a sigmoid output."""
@@ -86,16 +102,7 @@ class ConvVAE(nn.Module):
         self.logvar = nn.Linear(feat, latent)
         self.expand = nn.Linear(latent, feat)
         self.feat = feat
-        self.decoder: nn.Sequential = nn.Sequential(
-            PointTransposedConv(feat, c3, 5),
-            nn.ReLU(),
-            nn.ConvTranspose2d(c3, c2, 5, 2),
-            nn.ReLU(),
-            nn.ConvTranspose2d(c2, c1, 6, 2),
-            nn.ReLU(),
-            nn.ConvTranspose2d(c1, 3, 6, 2),
-            nn.Sigmoid(),
-        )
+        self.decoder: nn.Sequential = _decoder(PointTransposedConv(feat, c3, 5), channels)
         self.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         # The point layer's weight stays in the standard layout: it is used as a (cin, cout*k*k) matrix, and in
         # channels-last every step would copy it (and its gradient) and Adam's element-wise kernels would take a
@@ -114,18 +121,9 @@ class ConvVAE(nn.Module):
         """Seed 000's decoder (`src/models/vae.py`): Linear(latent, c4 x 2 x 2), reshaped to (c4, 2, 2), transposed
         convolutions to 7, 17, 38 and 80 pixels, sigmoid, then the centre 64 x 64 crop. (The default is World Models'
         decoder: Linear(latent, c4 x 4) as (c4 x 4, 1, 1) to 5, 13, 30 and 64 pixels, no crop.)"""
-        c1, c2, c3, c4 = self.channels
+        _, _, c3, c4 = self.channels
         self.expand = nn.Linear(self.expand.in_features, c4 * 2 * 2)
-        self.decoder = nn.Sequential(
-            nn.ConvTranspose2d(c4, c3, 5, 2),
-            nn.ReLU(),
-            nn.ConvTranspose2d(c3, c2, 5, 2),
-            nn.ReLU(),
-            nn.ConvTranspose2d(c2, c1, 6, 2),
-            nn.ReLU(),
-            nn.ConvTranspose2d(c1, 3, 6, 2),
-            nn.Sigmoid(),
-        )
+        self.decoder = _decoder(nn.ConvTranspose2d(c4, c3, 5, 2), self.channels)
         self.decoder.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.seed_decoder = True
 
