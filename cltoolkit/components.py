@@ -145,7 +145,8 @@ class Suite(ABC):
         return ()
 
     def plan(self, protocol: ProtocolBase, stage: str | None) -> list[GridPoint]:
-        """The stage's grid: comparisons x stage seeds x stage task orders x cells (deterministic run ids)."""
+        """The stage's grid: comparisons x stage seeds x stage task orders x cells (the stage's, or all; deterministic
+        run ids)."""
         from cltoolkit.run.spec import GridPoint
 
         st = protocol.stage(stage)
@@ -154,6 +155,7 @@ class Suite(ABC):
             GridPoint(comp.id, comp.method, seed, order, cell)
             for comp in protocol.comparisons
             for cell in self.cells(protocol)
+            if not st.cells or cell in st.cells
             for order in orders
             for seed in st.seeds
         ]

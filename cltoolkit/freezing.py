@@ -43,7 +43,9 @@ def freeze(
         )
     loaded = load_protocol(path, registries(project.components_file))
     suite = registries(project.components_file).suite.get(loaded.model.suite)()
-    problems = [Problem(f"{path}: {p.where}", p.message) for p in _envelope_checks(loaded)] + [
+    problems = [Problem(f"{path}: {p.where}", p.message) for p in _envelope_checks(loaded)]
+    problems += [Problem(f"{path}: {p.where}", p.message) for p in declared_change_problems(project, loaded.document)]
+    problems += [
         Problem(f"{path}: {p.where}" if p.where.startswith("/") else p.where, p.message)
         for p in suite.freeze_checks(loaded.model, path)
     ]
@@ -95,6 +97,36 @@ def _envelope_checks(loaded: LoadedProtocol) -> list[Problem]:
                     "test needs at least 2 (declare more seeds or task orders)",
                 )
             )
+    return problems
+
+
+def declared_change_problems(project: Project, document: dict[str, Any]) -> list[Problem]:
+    """A new version's differences from the frozen protocol it supersedes must each be declared in `changes`, and
+    each declared change must cover a difference (no stale declarations)."""
+    from cltoolkit.protocol.lock import diff_documents
+    from cltoolkit.protocol.models import DeclaredChange, covering_change
+
+    supersedes = document.get("supersedes")
+    if not isinstance(supersedes, str):
+        return []
+    old_id, _, sha = supersedes.partition("@")
+    lock = read_lock(project, old_id)
+    if lock is None or lock.sha256 != sha:
+        found = "is not frozen" if lock is None else f"is frozen as {lock.sha256}"
+        return [Problem("/supersedes", f"{supersedes}: {old_id} {found}")]
+    declared = [DeclaredChange.model_validate(c) for c in document.get("changes") or []]
+    differences = diff_documents(frozen_snapshot(project, old_id), document)
+    problems = [
+        Problem(c.pointer, f"undeclared change from {old_id} ({c}); declare it in /changes with its reason")
+        for c in differences
+        if covering_change(c.pointer, declared) is None
+    ]
+    used = {covering_change(c.pointer, declared) for c in differences}
+    problems += [
+        Problem(f"/changes/{i}", f"declares a change from {old_id} that is not there ({', '.join(d.pointers)})")
+        for i, d in enumerate(declared)
+        if i not in used
+    ]
     return problems
 
 

@@ -73,7 +73,7 @@ def declared_replicates(protocol: ProtocolBase, cells: int = 1, stage: str | Non
     """Replicates per hypothesis in the stage the report will use (seeds x task orders x cells): `stage`, or the
     last confirmatory stage."""
     st = protocol.stage(stage or reported_stage(protocol))
-    return len(st.seeds) * max(1, len(st.orders)) * cells
+    return len(st.seeds) * max(1, len(st.orders)) * (len(st.cells) or cells)
 
 
 def family_size(protocol: ProtocolBase, tasks: int) -> int:

@@ -35,9 +35,23 @@ def validate_document(
     problems = id_problems(model, source, expected_id)
     problems.extend(_check_registered(model, regs, source))
     problems.extend(Problem(f"{source}: {p.where}", p.message) for p in suite.check(model))
+    problems.extend(_stage_cells(model, [c for c in suite.cells(model) if c is not None], source))
     if problems:
         raise ValidationFailed(problems=problems)
     return model, _warnings(model, regs, source)
+
+
+def _stage_cells(model: ProtocolBase, known: list[str], source: str) -> list[Problem]:
+    """A stage's cells must be cells of the protocol (a suite without cells takes none)."""
+    problems = []
+    for si, st in enumerate(model.seeds.stages):
+        for ci, cell in enumerate(st.cells):
+            if cell not in known:
+                choice = f"cells: {', '.join(known)}" if known else "this suite has no cells"
+                problems.append(
+                    Problem(f"{source}: /seeds/stages/{si}/cells/{ci}", f"unknown cell {cell!r} ({choice})")
+                )
+    return problems
 
 
 def _check_registered(model: ProtocolBase, regs: Registries, source: str) -> list[Problem]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cltoolkit.cli._common import command, console, print_json, project
+
+if TYPE_CHECKING:
+    from cltoolkit.protocol.models import DeclaredChange
 
 app = typer.Typer(help="Author, validate, freeze and verify protocols.", no_args_is_help=True)
 Ref = Annotated[str, typer.Argument(help="Protocol id (e.g. nav4-v1) or path to a protocol file.")]
@@ -117,6 +120,7 @@ def diff(a: Ref, b: Ref, json_out: Json = False) -> None:
     """List the JSON pointers that differ between two protocol documents (and whether the hash differs)."""
     from cltoolkit.protocol import load_json_file, protocol_hash
     from cltoolkit.protocol.lock import diff_documents
+    from cltoolkit.protocol.models import covering_change
 
     proj = project()
     doc_a, doc_b = (load_json_file(proj.resolve_protocol(r)) for r in (a, b))
@@ -133,10 +137,36 @@ def diff(a: Ref, b: Ref, json_out: Json = False) -> None:
             }
         )
         return
-    for change in changes:
-        typer.echo(str(change))
+    declared = _declared(doc_b)
+    if declared is None:
+        for change in changes:
+            typer.echo(str(change))
+    else:
+        marks = [covering_change(c.pointer, declared) for c in changes]
+        for change, mark in zip(changes, marks, strict=True):
+            note = "" if mark == -1 else "  [UNDECLARED]" if mark is None else f"  [declared: change {mark + 1}]"
+            typer.echo(f"{change}{note}")
+        for i, d in enumerate(declared):
+            typer.echo(f"change {i + 1} ({', '.join(d.pointers)}): {d.reason}")
+        undeclared = sum(m is None for m in marks)
+        typer.echo(f"{undeclared} undeclared change(s)")
     same = protocol_hash(doc_a) == protocol_hash(doc_b)
     typer.echo(f"{len(changes)} change(s), {len(hashed)} in hashed content; hashes {'equal' if same else 'differ'}")
+
+
+def _declared(document: Any) -> list[DeclaredChange] | None:
+    """The document's declared changes (None where it declares none or they do not parse)."""
+    from pydantic import ValidationError
+
+    from cltoolkit.protocol.models import DeclaredChange
+
+    raw = document.get("changes") if isinstance(document, dict) else None
+    if not isinstance(raw, list) or not raw:
+        return None
+    try:
+        return [DeclaredChange.model_validate(c) for c in raw]
+    except ValidationError:
+        return None
 
 
 @command(app, "bump")

@@ -42,6 +42,9 @@ LEDGER_QUANTITIES = (
     "modelQueries",
     "samplesProcessed",
 )
+EXECUTED = ("updatesExecuted", "framesExecuted")
+"""Counts of what runs themselves executed (shared stages once, references included): shown where a driver counts
+them."""
 
 
 @dataclass
@@ -296,6 +299,9 @@ def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int 
         row = per.setdefault(rec.spec.comparison, dict.fromkeys(LEDGER_QUANTITIES, 0.0))
         for q in LEDGER_QUANTITIES:
             row[q] += _ledger(rec, q)
+        for q in EXECUTED:
+            if _ledger(rec, q):
+                row[q] = row.get(q, 0.0) + _ledger(rec, q)
     for rec in attempted:
         seconds[rec.spec.comparison] = round(seconds.get(rec.spec.comparison, 0.0) + rec.provenance.wallClockSeconds, 3)
     mean_s = float(np.mean([r.provenance.wallClockSeconds for r in completed])) if completed else None

@@ -15,11 +15,13 @@ from cltoolkit.protocol.results import Results
 
 __all__ = [
     "SCHEMA_VERSION",
+    "UNDECLARED_EXEMPT",
     "AnalysisPlan",
     "Budget",
     "BudgetMatch",
     "Claim",
     "Comparison",
+    "DeclaredChange",
     "EvaluationSet",
     "ExclusionRule",
     "Gate",
@@ -35,6 +37,7 @@ __all__ = [
     "Status",
     "TaskOrder",
     "TestKind",
+    "covering_change",
 ]
 
 SCHEMA_VERSION = 1
@@ -308,6 +311,8 @@ class Stage(Strict):
     """Training seeds."""
     orders: list[Slug] = Field(default_factory=list)
     """Task order ids (empty where the suite has no task order)."""
+    cells: list[str] = Field(default_factory=list)
+    """Cells the stage runs (suites with cells, e.g. wmf's `minigrid-min`); empty: every cell."""
     description: str = ""
     """What the stage is for."""
     purpose: Literal["confirmatory", "pilot", "exploratory"] = "confirmatory"
@@ -353,6 +358,30 @@ class Safeguard(Strict):
     """The safeguard in words."""
     check: str | None = None
     """Name of the suite's freeze-time check that enforces it (null: declared only)."""
+
+
+class DeclaredChange(Strict):
+    """A change from the protocol this version supersedes, and why."""
+
+    pointers: list[Annotated[str, Field(pattern=r"^/")]] = Field(min_length=1)
+    """JSON pointers it covers (a pointer covers everything under it)."""
+    reason: str = Field(min_length=1)
+    """Why, and its expected effect."""
+
+
+UNDECLARED_EXEMPT = ("id", "status", "results", "supersedes", "changes", "$schema")
+"""Top-level fields a new version changes without declaring it."""
+
+
+def covering_change(pointer: str, changes: list[DeclaredChange]) -> int | None:
+    """Index of the declared change that covers `pointer` (equal to or under one of its pointers), else None; the
+    exempt top-level fields are covered by -1."""
+    if pointer.split("/")[1] in UNDECLARED_EXEMPT:
+        return -1
+    for i, change in enumerate(changes):
+        if any(pointer == p or pointer.startswith(p.rstrip("/") + "/") for p in change.pointers):
+            return i
+    return None
 
 
 class Claim(Strict):
@@ -419,6 +448,9 @@ class ProtocolBase(Strict):
     """Version of this document format."""
     supersedes: Annotated[str, Field(pattern=r"^[a-z0-9.-]+-v[1-9][0-9]*@sha256:[0-9a-f]{64}$")] | None = None
     """`<id>@sha256:<hex>` of the frozen protocol this version replaces."""
+    changes: list[DeclaredChange] = Field(default_factory=list)
+    """What this version changes from the one it supersedes (`clt protocol diff` marks each difference declared or
+    not; freezing refuses a new version with an undeclared change)."""
     comparisons: list[Comparison] = Field(default_factory=list)
     """Every method run, with its role and all hyperparameters."""
     budget: Budget = Field(default_factory=Budget)

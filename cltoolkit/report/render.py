@@ -364,6 +364,8 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
             "replayUpdates",
             "replaySamples",
             "samplesProcessed",
+            "updatesExecuted",
+            "framesExecuted",
         )
         if any(row.get(q) for row in per.values())
     ]
@@ -392,6 +394,14 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
         ]
         lines += [f"| {c} | " + " | ".join(f"{row.get(q, 0):.0f}" for q in quantities) + " |" for c, row in per.items()]
         lines.append("")
+        if "updatesExecuted" in quantities:
+            lines += [
+                "updatesExecuted and framesExecuted count what the runs computed themselves: a shared stage once (by "
+                "the run that trained or collected it), reference models included; gradientUpdates and frames charge "
+                "every run with everything its method's model received (the matched budget), so they double count "
+                "shared stages and leave out the references.",
+                "",
+            ]
         steps = {c: row.get("gradientUpdates", 0) + row.get("replayUpdates", 0) for c, row in per.items()}
         if "samplesProcessed" in quantities and any(steps.values()):
             lines += [

@@ -108,6 +108,12 @@ class Ledger(Strict):
     samplesProcessed: int = 0
     """Samples that went through the loss, new and replayed, summed over every optimiser step (a sample used in
     three epochs counts three times); 0 where the driver does not count them."""
+    updatesExecuted: int = 0
+    """Optimizer steps the run itself executed, where they differ from what its method's model received: its own
+    phases plus the shared stages and reference models it trained, not those it reused from a stage cache (summed
+    over runs: the updates actually spent); 0 where the driver does not count them."""
+    framesExecuted: int = 0
+    """Frames the run itself rendered (shared data stages it collected, not reused); 0 where not counted."""
     parameters: int | None = None
     """Trainable parameters of the final model."""
 

@@ -166,15 +166,19 @@ def test_shipped_wmf_protocols_validate_and_plan() -> None:
     [
         ("minigrid", "MiniGrid-KeyCorridorS3R1-v0", None),
         ("mujoco", "HalfCheetah-v5", 4.0),
+        ("mujoco", "HalfCheetah-v4", 4.0),
         ("dm_control", "walker/run", 4.0),
     ],
 )
-def test_family_frames_are_64x64_uint8_and_seeded(renderer: str, env_id: str, gravity: float | None) -> None:
+@pytest.mark.parametrize("rendering", ["native-64", "default-resized"])
+def test_family_frames_are_64x64_uint8_and_seeded(
+    renderer: str, env_id: str, gravity: float | None, rendering: str
+) -> None:
     """Every family renders 64x64x3 uint8 frames; one seed collects identical episodes, another seed different ones;
     physics changes reach the simulator."""
     from cltoolkit.suites.wmf.envs import collect, make_env
 
-    env = make_env(renderer, env_id, gravity, 3.0 if gravity else 1.0, 0.5 if gravity else 1.0)
+    env = make_env(renderer, env_id, gravity, 3.0 if gravity else 1.0, 0.5 if gravity else 1.0, rendering)
     try:
         a, b, c = collect(env, 1, 20, 0), collect(env, 1, 20, 0), collect(env, 1, 20, 1)
         if renderer == "mujoco":
@@ -403,7 +407,16 @@ def test_the_seed_options_run_a_cell_end_to_end(tmp_path: Path) -> None:
     full = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0, "penalty": "full"}, 0, store)
     pooled = {"taskAShare": 0.5, "sampling": "uniform-episodes"}
     replay = run_cell(protocol, "minigrid-min", "replay_infinite", pooled, 0, store)
+    doc["families"][0]["rendering"] = "default-resized"
+    seeded = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
+    ug = run_cell(seeded, "minigrid-min", "ug_mtm", SEED_UG, 0, tmp_path / "u")
+    assert math.isfinite(ug["metrics"]["pf"]) and ug["metrics"]["reconARandomInit"] > 0
+    assert ug["metrics"]["firstUpdateReconstructionLossA"] is not None
+    # its own task A, the plain task-A reference, the task-B reference and its task B
+    assert ug["budget"]["updatesExecuted"] == 4 * doc["training"]["updatesPerTask"]
+    assert not any(s.startswith("data-") for s in ug["reused"])  # the seed's frames are other data than wmf-v1's
     assert prog["budget"]["parameters"] > half["budget"]["parameters"] > 0  # the second column and its lateral
+    assert half["budget"]["updatesExecuted"] == full["budget"]["updatesExecuted"] == doc["training"]["updatesPerTask"]
     for out in (prog, half, full, replay):
         assert all(math.isfinite(v) for k, v in out["metrics"].items() if k in ("pf", "rd", "reconAAfterB"))
     assert any(r.startswith("phase-A-rssm") for r in full["reused"])  # the same task-A phase as every plain method
@@ -426,3 +439,120 @@ def test_pooled_replay_picks_episodes_uniformly_then_a_start() -> None:
             counts[1 + e] += 1
     share = counts / counts.sum()
     assert np.allclose(share, 0.25, atol=0.03)  # each episode equally often, whatever its length
+
+
+SEED_UG = {
+    **UG,
+    "mcPasses": 10,
+    "mcPassesEval": 20,
+    "expertInit": "per-expert-generator",
+    "thresholdHistory": "per-step",
+    "mcEstimates": "separate",
+    "gradientFactor": "last-step-gate",
+    "calibrationSteps": "all",
+}
+
+
+def _count_passes(model: UGMTM) -> list[int]:
+    calls = [0]
+    model.unc.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    return calls
+
+
+def test_the_seed_experts_come_from_their_own_generators() -> None:
+    """Expert k: uniform(+-1/sqrt(hidden)) from a generator seeded k * 1337 + 42, whatever the run's seed."""
+    import math
+
+    torch.manual_seed(0)
+    a = build(SMALL, "ug_mtm", 3, SEED_UG)
+    torch.manual_seed(1)
+    b = build(SMALL, "ug_mtm", 3, SEED_UG)
+    assert isinstance(a, UGMTM) and isinstance(b, UGMTM)
+    stdv = 1 / math.sqrt(SMALL["hidden"])
+    for k in range(4):
+        g = torch.Generator().manual_seed(k * 1337 + 42)
+        for p, q in zip(a.experts[k].parameters(), b.experts[k].parameters(), strict=True):
+            assert torch.equal(p, torch.empty_like(p).uniform_(-stdv, stdv, generator=g))
+            assert torch.equal(p, q)
+    assert not torch.equal(a.unc[0].weight, b.unc[0].weight)  # the rest still follows the run's seed
+    torch.manual_seed(0)
+    v1 = build(SMALL, "ug_mtm", 3, UG)
+    assert isinstance(v1, UGMTM) and not torch.equal(v1.experts[0].weight_ih, a.experts[0].weight_ih)
+
+
+@pytest.mark.parametrize(("params", "train_passes", "entries"), [(UG, 3, 1), (SEED_UG, 2 * 10, 4)])
+def test_ug_mtm_pass_counts_and_history_per_update(params: dict, train_passes: int, entries: int) -> None:
+    """wmf-v1: one MC estimate of 3 passes, one history entry per update. Seed: two estimates of 10 passes (gate and
+    calibration), one history entry per transition of the 5-frame window (4); evaluation uses 20 passes (seed)."""
+    torch.manual_seed(0)
+    model = build(SMALL, "ug_mtm", 3, params)
+    assert isinstance(model, UGMTM)
+    calls = _count_passes(model)
+    model.train()
+    model.loss(torch.rand(2, 5, 3, 64, 64), torch.rand(2, 4, 3), torch.randn(2, 5, 8))
+    assert calls[0] == train_passes
+    assert int(model.filled) == entries
+    model.eval()
+    calls[0] = 0
+    before = model.history.clone()
+    model.step(torch.zeros(2, 16), torch.randn(2, 8), torch.randn(2, 3))
+    assert calls[0] == params["mcPassesEval"]
+    assert torch.equal(model.history, before)  # evaluation never writes the history
+
+
+def test_the_seed_gradient_hook_scales_each_expert_by_its_last_step_gate() -> None:
+    """Same weights, same random draws: with last-step-gate every trainable expert's gradient is the plain gradient
+    times that expert's batch-mean gate at the window's last step; nothing else changes."""
+    torch.manual_seed(0)
+    plain = build(SMALL, "ug_mtm", 3, UG)
+    hooked = build(SMALL, "ug_mtm", 3, {**UG, "gradientFactor": "last-step-gate"})
+    assert isinstance(plain, UGMTM) and isinstance(hooked, UGMTM)
+    hooked.load_state_dict(plain.state_dict())
+    for m in (plain, hooked):
+        m.switch()  # task B: expert 1 active, expert 0 frozen
+        m.train()
+    obs, act, eps = torch.rand(3, 5, 3, 64, 64), torch.rand(3, 4, 3), torch.randn(3, 5, 8)
+    grads = []
+    for m in (plain, hooked):
+        torch.manual_seed(7)
+        m.zero_grad()
+        m.loss(obs, act, eps)[0].backward()
+        grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None})
+    factor = None
+    for n, g in grads[0].items():
+        if n.startswith("experts.1."):
+            ratio = grads[1][n] / g
+            finite = ratio[g.abs() > 1e-8]
+            factor = float(finite.mean())
+            assert torch.allclose(finite, torch.full_like(finite, factor), rtol=1e-3)
+        else:
+            assert torch.allclose(grads[1][n], g)
+    assert factor is not None and 0.0 < factor < 1.0
+    assert not any(n.startswith("experts.0.") for n in grads[1])  # frozen: no gradient, no hook
+
+
+def test_the_seed_rendering_resizes_minigrid_default_frames_with_pil_bilinear() -> None:
+    """default-resized: MiniGrid's default rgb_array frame (tile size 32: 256 x 256 for an 8 x 8 grid), then PIL
+    bilinear to 64 x 64 (seed 000's `_resize_obs`), which is not the tile-size-8 frame of wmf-v1."""
+    import gymnasium as gym
+    from PIL import Image
+
+    from cltoolkit.suites.wmf.envs import make_env
+
+    seed_env = gym.make("MiniGrid-Empty-8x8-v0", render_mode="rgb_array")
+    seed_env.reset(seed=3)
+    raw = seed_env.render()
+    assert raw.shape == (256, 256, 3)
+    expected = np.asarray(Image.fromarray(raw).resize((64, 64), Image.BILINEAR))
+    seed_env.close()
+    ours, v1 = (
+        make_env("minigrid", "MiniGrid-Empty-8x8-v0", rendering="default-resized"),
+        make_env("minigrid", "MiniGrid-Empty-8x8-v0"),
+    )
+    try:
+        frame, native = ours.reset(3), v1.reset(3)
+    finally:
+        ours.close()
+        v1.close()
+    assert np.array_equal(frame, expected)
+    assert frame.shape == native.shape == (64, 64, 3) and not np.array_equal(frame, native)

@@ -16,7 +16,7 @@ import torch
 
 from cltoolkit.suites.wmf import evaluate as ev
 from cltoolkit.suites.wmf.envs import Episodes, collect, make_env
-from cltoolkit.suites.wmf.models import TaskRef, WmfProtocol
+from cltoolkit.suites.wmf.models import Family, TaskRef, WmfProtocol
 from cltoolkit.suites.wmf.stages import StageCache
 from cltoolkit.suites.wmf.train import EwcPenalty, fisher_diagonal, state, train_phase
 from cltoolkit.suites.wmf.world import RSSM, build, gaussian_kl
@@ -38,21 +38,23 @@ def _physics(task: TaskRef) -> tuple[float | None, float, float]:
 
 
 def _data(
-    cache: StageCache, protocol: WmfProtocol, renderer: str, task: TaskRef, label: str, split: str, seed: int
+    cache: StageCache, protocol: WmfProtocol, family: Family, task: TaskRef, label: str, split: str, seed: int
 ) -> Episodes:
     episodes = protocol.data.trainEpisodes if split == "train" else protocol.data.heldOutEpisodes
     key = {
         "stage": "data",
-        "renderer": renderer,
+        "renderer": family.renderer,
         "task": task.model_dump(mode="json"),
         "split": split,
         "episodes": episodes,
         "maxSteps": protocol.data.maxEpisodeSteps,
         "seed": seed,
     }
+    if family.rendering != "native-64":  # wmf-v1's keys stay as they were
+        key["rendering"] = family.rendering
 
     def compute() -> Episodes:
-        env = make_env(renderer, task.env, *_physics(task))
+        env = make_env(family.renderer, task.env, *_physics(task), family.rendering)
         try:
             return collect(
                 env, episodes, protocol.data.maxEpisodeSteps, derived_seed(seed, task.env, _physics(task), split)
@@ -94,7 +96,7 @@ def run_cell(
     cache = StageCache(store)
     cfg, ev_cfg = protocol.training, protocol.evaluation
     data = {
-        (task, split): _data(cache, protocol, family.renderer, ref, task, split, seed)
+        (task, split): _data(cache, protocol, family, ref, task, split, seed)
         for task, ref in (("A", level.taskA), ("B", level.taskB))
         for split in ("train", "heldout")
     }
@@ -115,7 +117,8 @@ def run_cell(
         model = _fresh(protocol, arch, width, ug, seed)
         init = state(model)
         log = train_phase(model, [(data[task, "train"], batch)], cfg, derived_seed(seed, "phase", task))
-        return {"init": init, "state": state(model), "curve": log.curve, "nanSteps": log.nan_steps}
+        return {"init": init, "state": state(model), "curve": log.curve, "nanSteps": log.nan_steps,
+                "firstLoss": log.first, "lastLoss": log.last}  # fmt: skip
 
     arch_a = "rssm" if method in PLAIN else method
     stage_a, _ = cache.get(
@@ -181,6 +184,8 @@ def run_cell(
     recon_a_b = ev.reconstruction(m_b, held_a, frames_a)
     recon_b_b = ev.reconstruction(m_b, held_b, frames_b)
     recon_b_scratch = ev.reconstruction(mr_b, held_b, frames_b)
+    recon_a_init = ev.reconstruction(m_init, held_a, frames_a)  # the adequacy ratios' denominators
+    recon_b_ref_init = ev.reconstruction(load("rssm", ref_b["init"]), held_b, frames_b)
     d_ref = ev.encode_transitions(mr_a, held_a, rows_d)
     d_trans = float(_kl_on(mr_a, mr_b, d_ref))
     physics_pair = level.taskA.env == level.taskB.env and family.renderer != "minigrid"
@@ -196,6 +201,8 @@ def run_cell(
         "reconAAfterB": recon_a_b,
         "reconBAfterB": recon_b_b,
         "reconBFromScratch": recon_b_scratch,
+        "reconARandomInit": recon_a_init,
+        "reconBReferenceInit": recon_b_ref_init,
         "encoderDrift": recon_a_b / recon_a_a if recon_a_a > 0 else None,
         "nllAAfterA": nll_a_after_a,
         "nllAAfterB": nll_a_after_b,
@@ -208,6 +215,10 @@ def run_cell(
         "finalReconstructionLossA": stage_a["curve"][-1],
         "initialReconstructionLossB": log_b.curve[0],
         "finalReconstructionLossB": log_b.curve[-1],
+        "firstUpdateReconstructionLossA": stage_a.get("firstLoss"),
+        "lastUpdateReconstructionLossA": stage_a.get("lastLoss"),
+        "firstUpdateReconstructionLossB": log_b.first,
+        "lastUpdateReconstructionLossB": log_b.last,
         "nanStepsA": stage_a["nanSteps"],
         "nanStepsB": log_b.nan_steps,
         "gammaTermEvaluated": gamma is not None,
@@ -223,11 +234,16 @@ def run_cell(
         metrics["ewcFisherEncoderMax"] = max(
             float(f.abs().max()) for n, f in ewc.fisher.items() if n.startswith("vae.")
         )
-    frames = sum(int(d.lengths.sum() + len(d.lengths)) for d in data.values())
+    frames_of = {f"data-{split}-{task}": int(d.lengths.sum() + len(d.lengths)) for (task, split), d in data.items()}
+    frames = sum(frames_of.values())
+    computed = set(cache.used) - {r.split(":", 1)[0] for r in cache.reused}
+    trained = [n for n in cache.used if n.startswith(("phase-A-", "reference-B-")) and n in computed]
     budget = {
         "environmentSteps": frames,
         "frames": frames,
-        "gradientUpdates": 2 * cfg.updatesPerTask,
+        "gradientUpdates": 2 * cfg.updatesPerTask,  # the method's model: task A then task B (the matched budget)
+        "updatesExecuted": cfg.updatesPerTask * (1 + len(trained)),  # its task-B phase + the stages it trained
+        "framesExecuted": sum(frames_of[n] for n in frames_of if n in computed),
         "parameters": sum(p.numel() for p in m_b.parameters()),  # the final model, every column / expert included
     }
     return {"metrics": _clean(metrics), "budget": budget, "reused": sorted(cache.reused)}

@@ -7,6 +7,7 @@ Frames are uint8 in buffers (float32 frames of long collections take gigabytes, 
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -75,16 +76,18 @@ class FrameEnv:
 
 
 class MiniGridFrames(FrameEnv):
-    """A MiniGrid task rendered at tile size 8 and resized to 64x64 (no native 64x64 RGB). Actions are one-hot over
-    the 7 MiniGrid actions, so every MiniGrid pair shares one action width."""
+    """A MiniGrid task rendered at tile size 8 (or MiniGrid's default 32 with `default_size`) and resized to 64x64
+    (no native 64x64 RGB). Actions are one-hot over the 7 MiniGrid actions, so every MiniGrid pair shares one action
+    width."""
 
     width = MINIGRID_ACTIONS
 
-    def __init__(self, env_id: str) -> None:
+    def __init__(self, env_id: str, default_size: bool = False) -> None:
         import gymnasium as gym
         import minigrid  # noqa: F401 - registers the environments
 
-        self.env = gym.make(env_id, render_mode="rgb_array", tile_size=8)
+        size: dict[str, Any] = {} if default_size else {"tile_size": 8}
+        self.env = gym.make(env_id, render_mode="rgb_array", **size)
 
     def reset(self, seed: int) -> np.ndarray:
         self.env.reset(seed=seed)
@@ -105,25 +108,32 @@ class MiniGridFrames(FrameEnv):
         self.env.close()
 
 
-def _physics(model: Any, gravity: float | None, mass: float, friction: float) -> None:
+def _physics(model: Any, gravity: float | None, mass: float, friction: float, shadows: bool = False) -> None:
     """Runtime physics change on a MuJoCo model (gravity magnitude, every body mass, every friction coefficient),
-    and MuJoCo's shadows off: they make 64x64 rendering about 30x slower (MACHINE.md)."""
+    and MuJoCo's shadows off unless `shadows`: they make 64x64 rendering about 30x slower (MACHINE.md)."""
     if gravity is not None:
         model.opt.gravity[2] = -abs(gravity)
     model.body_mass[:] = model.body_mass * mass
     model.geom_friction[:] = model.geom_friction * friction
-    model.vis.quality.shadowsize = 0
-    model.vis.quality.offsamples = 0
+    if not shadows:
+        model.vis.quality.shadowsize = 0
+        model.vis.quality.offsamples = 0
 
 
 class GymFrames(FrameEnv):
-    """Gymnasium HalfCheetah (MuJoCo) rendered from the `track` camera at 64x64."""
+    """Gymnasium HalfCheetah (MuJoCo) rendered from the `track` camera at 64x64 (or, with `default_size`, its
+    default 480x480 frame from the default camera, shadows on, resized)."""
 
-    def __init__(self, env_id: str, gravity: float | None, mass: float, friction: float) -> None:
+    def __init__(
+        self, env_id: str, gravity: float | None, mass: float, friction: float, default_size: bool = False
+    ) -> None:
         import gymnasium as gym
 
-        self.env = gym.make(env_id, render_mode="rgb_array", width=SIZE, height=SIZE, camera_name="track")
-        _physics(cast(Any, self.env.unwrapped).model, gravity, mass, friction)  # the MuJoCo model
+        size: dict[str, Any] = {} if default_size else {"width": SIZE, "height": SIZE, "camera_name": "track"}
+        with warnings.catch_warnings():  # HalfCheetah-v4 (seed 000's version) is "out of date": chosen, not stale
+            warnings.filterwarnings("ignore", message=r".*is out of date", category=DeprecationWarning)
+            self.env = gym.make(env_id, render_mode="rgb_array", **size)
+        _physics(cast(Any, self.env.unwrapped).model, gravity, mass, friction, default_size)  # the MuJoCo model
         space = self.env.action_space
         assert isinstance(space, gym.spaces.Box)
         self.width = int(space.shape[0])
@@ -150,9 +160,10 @@ class GymFrames(FrameEnv):
 class DmcFrames(FrameEnv):
     """dm_control `domain/task` pixels from camera 0 at 64x64; the task's random state is seeded at every reset."""
 
-    def __init__(self, env_id: str, gravity: float | None, mass: float, friction: float) -> None:
+    def __init__(self, env_id: str, gravity: float | None, mass: float, friction: float, shadows: bool = False) -> None:
         self.domain, self.task = env_id.split("/")
         self.physics_change = (gravity, mass, friction)
+        self.shadows = shadows
         self.env: Any = None
         spec = self._load(0).action_spec()
         self.width = int(spec.shape[0])
@@ -164,7 +175,7 @@ class DmcFrames(FrameEnv):
         if self.env is not None:
             self.env.close()
         self.env = suite.load(self.domain, self.task, task_kwargs={"random": seed})
-        _physics(self.env.physics.model, *self.physics_change)
+        _physics(self.env.physics.model, *self.physics_change, self.shadows)
         return self.env
 
     def _frame(self) -> np.ndarray:
@@ -190,15 +201,22 @@ class DmcFrames(FrameEnv):
 
 
 def make_env(
-    renderer: str, env_id: str, gravity: float | None = None, mass: float = 1.0, friction: float = 1.0
+    renderer: str,
+    env_id: str,
+    gravity: float | None = None,
+    mass: float = 1.0,
+    friction: float = 1.0,
+    rendering: str = "native-64",
 ) -> FrameEnv:
-    """The frame environment of one task (EGL rendering for the MuJoCo families, set before their import)."""
+    """The frame environment of one task (EGL rendering for the MuJoCo families, set before their import);
+    `rendering` "default-resized": each environment's default frame, resized (seed 000)."""
+    default = rendering == "default-resized"
     if renderer == "minigrid":
-        return MiniGridFrames(env_id)
+        return MiniGridFrames(env_id, default)
     os.environ.setdefault("MUJOCO_GL", "egl")
     if renderer == "mujoco":
-        return GymFrames(env_id, gravity, mass, friction)
-    return DmcFrames(env_id, gravity, mass, friction)
+        return GymFrames(env_id, gravity, mass, friction, default)
+    return DmcFrames(env_id, gravity, mass, friction, default)
 
 
 def collect(env: FrameEnv, episodes: int, max_steps: int, seed: int) -> Episodes:

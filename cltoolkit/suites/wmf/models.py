@@ -10,7 +10,17 @@ from pydantic import Field
 from cltoolkit.protocol._base import Strict
 from cltoolkit.protocol.models import ProtocolBase
 
-__all__ = ["Family", "Level", "WmfData", "WmfEvaluation", "WmfModel", "WmfProtocol", "WmfTraining"]
+__all__ = [
+    "Adequacy",
+    "Family",
+    "Level",
+    "SeedAnalyses",
+    "WmfData",
+    "WmfEvaluation",
+    "WmfModel",
+    "WmfProtocol",
+    "WmfTraining",
+]
 
 
 class Physics(Strict):
@@ -53,6 +63,12 @@ class Family(Strict):
     """Family id."""
     renderer: Literal["minigrid", "mujoco", "dm_control"]
     """How frames are produced."""
+    rendering: Literal["native-64", "default-resized"] = "native-64"
+    """`native-64` (wmf-v1): frames rendered small (MiniGrid tile size 8, MuJoCo 64 x 64 from the `track` camera)
+    with MuJoCo's shadows off, resized to 64 x 64 where the grid is not 8 x 8. `default-resized` (seed 000's
+    `src/envs/*_env.py`): each environment's default `rgb_array` frame (MiniGrid tile size 32, Gymnasium MuJoCo
+    480 x 480 from its default camera) resized to 64 x 64 with PIL bilinear, shadows as the model defines them;
+    dm_control renders 64 x 64 from camera 0 in both."""
     levels: list[Level] = Field(min_length=1)
     """Distance levels."""
 
@@ -131,6 +147,32 @@ class MethodPair(Strict):
     """Record metric compared."""
 
 
+class Adequacy(Strict):
+    """Declared thresholds for "this model was trained enough for the metrics that rest on it" (the report names, at
+    its top, every cell and metric that rests on a model below them)."""
+
+    taskAFitGainMin: float
+    """Minimum task-A fit gain NLL(random init, D_A) - NLL(M_A, D_A) (nats) for task A to count as learned."""
+    reconstructionRatioMax: float = Field(gt=0)
+    """Maximum held-out reconstruction after training over the same model's at its initialisation: task A after A
+    (the method's task-A model) and task B for the from-scratch reference."""
+    rationale: str
+    """Where the numbers come from."""
+
+
+class SeedAnalyses(Strict):
+    """Seed 000's descriptive analyses (`experiments/summarize_results.py`)."""
+
+    axisMethods: list[str] = Field(min_length=1)
+    """Comparisons whose RD the distance axis aggregates: per cell the median over these methods of each method's
+    median over seeds; Spearman of it against the labelled level, d_trans and task-B difficulty (the same median of
+    the methods' held-out task-B reconstruction after B)."""
+    controlThreshold: float = Field(gt=0)
+    """A control cell: no method's median relative task-A loss (recon A after B - after A) / after A exceeds this."""
+    skewFactor: float = Field(gt=0)
+    """A cell's sample is right-skewed when max - median > factor x (median - min)."""
+
+
 class WmfProtocol(ProtocolBase):
     """A wmf protocol."""
 
@@ -153,6 +195,11 @@ class WmfProtocol(ProtocolBase):
     reference: str | None = None
     """Path (from the project folder) of the seed repository's stored run metrics to compare with (e.g.
     `reference/wmf-seed000-metrics.json`): the report then has a section "Reproduction of seed 000"."""
+
+    adequacy: Adequacy | None = None
+    """Training-adequacy thresholds (the report's adequacy section)."""
+    seedAnalyses: SeedAnalyses | None = None
+    """Seed 000's distance axis, control cells and skew flags (the report's seed-analysis section)."""
 
     def cell(self, cell_id: str) -> tuple[Family, Level]:
         """`<family>-<level>` -> its family and level."""

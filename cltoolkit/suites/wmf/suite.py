@@ -93,6 +93,22 @@ class UgParams(Strict):
     """Uncertainty values the learned threshold reads."""
     gateLambda: float = Field(gt=0)
     """Gate sharpness."""
+    expertInit: Literal["global-rng", "per-expert-generator"] = "global-rng"
+    """`global-rng` (wmf-v1): PyTorch's GRUCell initialisation from the run's generator. `per-expert-generator`
+    (seed 000): expert k uniform in +-1/sqrt(hidden) from its own generator seeded k * 1337 + 42 (the same in every
+    run)."""
+    thresholdHistory: Literal["per-batch", "per-step"] = "per-batch"
+    """`per-batch` (wmf-v1): one history entry per update (the batch's mean uncertainty over all steps), one tau.
+    `per-step` (seed 000): each time step pushes its batch-mean uncertainty and reads a new tau."""
+    mcEstimates: Literal["shared", "separate"] = "shared"
+    """`shared` (wmf-v1): one MC-dropout estimate drives the gate and the calibration loss. `separate` (seed 000):
+    two independent estimates."""
+    gradientFactor: Literal["none", "last-step-gate"] = "none"
+    """`none` (wmf-v1): the mixture's own gate weighting only. `last-step-gate` (seed 000's backward hooks): each
+    trainable expert's gradient is also multiplied by its batch-mean gate at the update's last time step."""
+    calibrationSteps: Literal["all-but-last", "all"] = "all-but-last"
+    """`all-but-last` (wmf-v1): the calibration target of the window's last transition is not computed. `all` (seed
+    000): every transition of the window."""
 
 
 class UGMTMMethod(Method):
@@ -133,6 +149,10 @@ class WmfSuite(Suite):
             for field in ("method", "reference"):
                 if getattr(pair, field) not in ids:
                     yield Problem(f"/methodPairs/{i}/{field}", f"unknown comparison {getattr(pair, field)!r}")
+        if protocol.seedAnalyses is not None:
+            for i, comp_id in enumerate(protocol.seedAnalyses.axisMethods):
+                if comp_id not in ids:
+                    yield Problem(f"/seedAnalyses/axisMethods/{i}", f"unknown comparison {comp_id!r}")
         for fi, family in enumerate(protocol.families):
             for li, level in enumerate(family.levels):
                 if family.renderer == "minigrid" and (level.taskA.physics.gravity or level.taskB.physics.gravity):
@@ -143,14 +163,16 @@ class WmfSuite(Suite):
         return list(protocol.cell_ids())
 
     def plan(self, protocol: ProtocolBase, stage: str | None) -> list[GridPoint]:
-        """comparisons x cells x (stage seeds that the cell declares): control cells run fewer seeds."""
+        """comparisons x cells (the stage's, or all) x (stage seeds that the cell declares): control cells run fewer
+        seeds."""
         from cltoolkit.run.spec import GridPoint
 
         assert isinstance(protocol, WmfProtocol)
         st = protocol.stage(stage)
         points = []
+        cells = [c for c in protocol.cell_ids() if not st.cells or c in st.cells]
         for comp in protocol.comparisons:
-            for cell in protocol.cell_ids():
+            for cell in cells:
                 level = protocol.cell(cell)[1]
                 for seed in st.seeds:
                     if st.purpose == "pilot" or seed in level.seeds:

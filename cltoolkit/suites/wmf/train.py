@@ -73,6 +73,10 @@ class Phase:
     """Mean reconstruction loss per curve segment (training windows, pixel squared error per frame)."""
     nan_steps: int
     """Updates dropped because the loss was not finite."""
+    first: float | None = None
+    """Reconstruction loss of the first finite update (seed 000's `initial_reconstruction_loss`)."""
+    last: float | None = None
+    """Reconstruction loss of the last finite update (seed 000's `final_reconstruction_loss`)."""
 
 
 def _pooled_rows(
@@ -115,6 +119,8 @@ def train_phase(
     curve: list[float] = []
     seg: list[float] = []
     nan_steps = 0
+    first: float | None = None
+    last: float | None = None
     for step in range(cfg.updatesPerTask):
         obs_parts, act_parts = [], []
         picks = _pooled_rows(sources, windows, rng) if uniform_episodes else None
@@ -137,11 +143,13 @@ def train_phase(
             loss.backward()
             opt.step()
             seg.append(float(parts["reconstruction"]))
+            first = seg[-1] if first is None else first
+            last = seg[-1]
         if step + 1 in edges[1:]:
             curve.append(float(np.mean(seg)) if seg else float("nan"))
             seg = []
     model.eval()
-    return Phase(curve, nan_steps)
+    return Phase(curve, nan_steps, first, last)
 
 
 def state(model: RSSM) -> dict[str, Any]:

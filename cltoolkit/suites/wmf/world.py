@@ -162,8 +162,9 @@ class RSSM(nn.Module):
         h_next: Tensor = self.gru(torch.cat([z, a], -1).unsqueeze(1), h.unsqueeze(0))[1]
         return h_next.squeeze(0)
 
-    def sequence(self, z: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
-        """Hidden states h_1..h_{L-1} of (N, L-1, .) inputs from h_0 = 0, and an auxiliary loss (0 here)."""
+    def sequence(self, z: Tensor, a: Tensor, z_next: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Hidden states h_1..h_{L-1} of (N, L-1, .) inputs from h_0 = 0, and an auxiliary loss (0 here); `z_next`
+        (N, L-1, Z) the latents the states predict (UG-MTM's calibration may read them)."""
         return self.gru(torch.cat([z, a], -1))[0], z.new_zeros(())
 
     def transition_parameters(self) -> list[nn.Parameter]:
@@ -181,7 +182,7 @@ class RSSM(nn.Module):
         z = mu + eps.reshape(b * length, -1) * torch.exp(0.5 * logvar)
         recon = recon_error(self.vae.decode(z), x).mean()
         mu, logvar, z = (t.view(b, length, -1) for t in (mu, logvar, z))
-        hs, aux = self.sequence(z[:, :-1], actions)
+        hs, aux = self.sequence(z[:, :-1], actions, z[:, 1:])
         h = torch.cat([self.initial(b, hs).unsqueeze(1), hs], 1)
         p_mu, p_logvar = self.prior(h)
         kl = gaussian_kl(mu, logvar, p_mu, p_logvar).mean()
@@ -271,7 +272,7 @@ class ProgressiveRSSM(RSSM):
         h2n = self.column2(torch.cat([x, h1n.unsqueeze(1)], -1), h2.unsqueeze(0).contiguous())[1].squeeze(0)
         return torch.cat([h1n, h2n], -1)
 
-    def sequence(self, z: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
+    def sequence(self, z: Tensor, a: Tensor, z_next: Tensor | None = None) -> tuple[Tensor, Tensor]:
         x = torch.cat([z, a], -1)
         if self.column2 is not None and self.shared_state:  # the frozen column reads the shared state: step by step
             h = z.new_zeros(z.shape[0], self.hidden)
@@ -304,11 +305,20 @@ class UGMTM(RSSM):
     u_t = Var over `mc_passes` dropout passes of an uncertainty head on [z_t, a_t] (mean over output units);
     tau = a small MLP over the last `window` batch-mean uncertainties seen in training (sigmoid output);
     gate logits: -lambda (u_t - tau) for experts already trained, +lambda (u_t - tau) for the active expert,
-    -inf for the rest; h_{t+1} = sum_k g_k GRU_k([z_t, a_t], h_t). Each expert's gradient is scaled by its own gate at
-    every step and sample (the mixture's weighting; the seed scaled every step by the last step's gates, its known
-    limitation 7). The uncertainty head learns to predict the next-latent error ||z_{t+1} - m(h_{t+1})||^2
-    (an MSE term added to the loss). At the switch the next expert becomes active and the VAE, the prior head and
-    expert 0 are frozen."""
+    -inf for the rest; h_{t+1} = sum_k g_k GRU_k([z_t, a_t], h_t). The uncertainty head learns to predict the
+    next-latent error ||z_{t+1} - m(h_{t+1})||^2 (an MSE term added to the loss). At the switch the next expert becomes
+    active and the VAE, the prior head and expert 0 are frozen.
+
+    Five choices where wmf-v1 and seed 000's `src/models/ug_mtm.py` differ, each an option (wmf-v1's first):
+    `expert_init` global-rng (PyTorch's default GRUCell initialisation from the global generator) or
+    per-expert-generator (the seed: expert k's parameters uniform in +-1/sqrt(hidden) from its own generator seeded
+    k * 1337 + 42, the same in every run); `history` per-batch (one history entry per update, the batch's mean u over
+    every step, one tau per update) or per-step (the seed: each time step pushes its batch-mean u_t and reads a new
+    tau); `mc_estimates` shared (one MC estimate drives gate and calibration) or separate (the seed: two independent
+    estimates); `gradient_factor` none or last-step-gate (the seed's backward hooks: each trainable expert's whole
+    gradient is multiplied by its batch-mean gate at the last time step of the update, on top of the mixture's own
+    per-step, per-sample gate weighting); `calibration` all-but-last (wmf-v1: the last step's error is not
+    computed) or all (the seed: every transition of the window)."""
 
     history: Tensor
     filled: Tensor
@@ -328,17 +338,34 @@ class UGMTM(RSSM):
         mc_passes_eval: int,
         window: int,
         gate_lambda: float,
+        expert_init: str = "global-rng",
+        history: str = "per-batch",
+        mc_estimates: str = "shared",
+        gradient_factor: str = "none",
+        calibration: str = "all-but-last",
     ) -> None:
         super().__init__(latent, hidden, action, channels, beta)
         del self.gru
         width = latent + action
         self.experts = nn.ModuleList(nn.GRUCell(width, hidden) for _ in range(experts))
+        if expert_init == "per-expert-generator":
+            stdv = 1.0 / math.sqrt(hidden)
+            with torch.no_grad():
+                for k, cell in enumerate(self.experts):
+                    generator = torch.Generator().manual_seed(k * 1337 + 42)
+                    for p in cell.parameters():
+                        p.uniform_(-stdv, stdv, generator=generator)
         self.unc = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, hidden))
         self.tau = nn.Sequential(nn.Linear(window, 32), nn.ReLU(), nn.Linear(32, 1), nn.Sigmoid())
         self.register_buffer("history", torch.zeros(window))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         self.register_buffer("active", torch.zeros((), dtype=torch.long))
         self.mc_passes, self.mc_passes_eval, self.gate_lambda = mc_passes, mc_passes_eval, gate_lambda
+        self.per_step_history = history == "per-step"
+        self.separate_estimates = mc_estimates == "separate"
+        self.last_step_factor = gradient_factor == "last-step-gate"
+        self.calibrate_all = calibration == "all"
+        self._hooks: list[torch.utils.hooks.RemovableHandle] = []
 
     def uncertainty(self, x: Tensor) -> Tensor:
         """MC-dropout variance (dropout active in every pass, training or not)."""
@@ -350,9 +377,11 @@ class UGMTM(RSSM):
         drop.train(was)
         return outs.var(dim=0).mean(-1)
 
-    def gates(self, u: Tensor) -> Tensor:
+    def gates(self, u: Tensor, tau: Tensor | None = None) -> Tensor:
+        """Gate weights (N, K) of uncertainties u (N,); tau a scalar or one per row (default: from the history)."""
         k_active = int(self.active)
-        tau = self.tau(self.history.unsqueeze(0)).squeeze()
+        if tau is None:
+            tau = self.tau(self.history.unsqueeze(0)).squeeze()
         diff = u - tau
         logits = torch.full((u.shape[0], len(self.experts)), -torch.inf, device=u.device)
         logits[:, :k_active] = (-self.gate_lambda * diff).unsqueeze(-1)
@@ -369,27 +398,57 @@ class UGMTM(RSSM):
         x = torch.cat([z, a], -1)
         return self._mix(x, h, self.gates(self.uncertainty(x)))
 
-    def sequence(self, z: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
+    @torch.no_grad()
+    def _push(self, value: Tensor) -> None:
+        self.history[int(self.filled) % self.history.numel()] = value
+        self.filled += 1
+
+    def _step_taus(self, u: Tensor) -> Tensor:
+        """Per-step history (the seed): push each step's batch-mean u, then read tau; one tau per step."""
+        snapshots = []
+        for t in range(u.shape[1]):
+            self._push(u[:, t].mean())
+            snapshots.append(self.history.clone())
+        taus: Tensor = self.tau(torch.stack(snapshots)).squeeze(-1)
+        return taus
+
+    def _scale_gradients(self, last: Tensor) -> None:
+        """The seed's backward hooks: each trainable expert's gradient times its batch-mean gate at the last step."""
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks.clear()
+        for k, factor in enumerate(last.mean(0).tolist()):
+            for p in self.experts[k].parameters():
+                if p.requires_grad:
+                    self._hooks.append(p.register_hook(lambda grad, s=factor: grad * s))
+
+    def sequence(self, z: Tensor, a: Tensor, z_next: Tensor | None = None) -> tuple[Tensor, Tensor]:
         x = torch.cat([z, a], -1)
         n, steps = x.shape[:2]
         u = self.uncertainty(x.reshape(n * steps, -1)).view(n, steps)
-        if self.training:
-            with torch.no_grad():
-                i = int(self.filled) % self.history.numel()
-                self.history[i] = u.mean()
-                self.filled += 1
-        g = self.gates(u.reshape(-1)).view(n, steps, -1)
+        tau = None
+        if self.training and self.per_step_history:
+            tau = self._step_taus(u).repeat(n)  # rows are (sample, step) in sample-major order
+        elif self.training:
+            self._push(u.mean())
+        g = self.gates(u.reshape(-1), tau).view(n, steps, -1)
+        if self.training and self.last_step_factor:
+            self._scale_gradients(g[:, -1].detach())
         h = x.new_zeros(n, self.hidden)
         hs = []
         for t in range(steps):
             h = self._mix(x[:, t], h, g[:, t])
             hs.append(h)
         hseq = torch.stack(hs, 1)
+        u_cal = self.uncertainty(x.reshape(n * steps, -1)).view(n, steps) if self.separate_estimates else u
         with torch.no_grad():
             target_mu = self.prior(hseq)[0]
         # calibration: u_t predicts the squared error of the next latent under the model's prior
+        if self.calibrate_all and z_next is not None:
+            err = (z_next.detach() - target_mu).pow(2).mean(-1)
+            return hseq, F.mse_loss(u_cal, err)
         err = (z[:, 1:].detach() - target_mu[:, :-1]).pow(2).mean(-1) if steps > 1 else u.new_zeros(n, 0)
-        aux = F.mse_loss(u[:, :-1], err) if steps > 1 else u.new_zeros(())
+        aux = F.mse_loss(u_cal[:, :-1], err) if steps > 1 else u.new_zeros(())
         return hseq, aux
 
     def transition_parameters(self) -> list[nn.Parameter]:
@@ -423,5 +482,10 @@ def _build(model: dict[str, Any], method: str, action: int, ug: dict[str, Any] |
             mc_passes_eval=ug["mcPassesEval"],
             window=ug["thresholdWindow"],
             gate_lambda=ug["gateLambda"],
+            expert_init=ug.get("expertInit", "global-rng"),
+            history=ug.get("thresholdHistory", "per-batch"),
+            mc_estimates=ug.get("mcEstimates", "shared"),
+            gradient_factor=ug.get("gradientFactor", "none"),
+            calibration=ug.get("calibrationSteps", "all-but-last"),
         )
     return RSSM(*args)
