@@ -122,6 +122,11 @@ class Analysis(ABC):
         """Suite-specific Markdown for the human report."""
         return ""
 
+    def headline(self, protocol: ProtocolBase, summaries: dict[str, Any]) -> list[str]:
+        """Markdown lines for the top of the report, right after the verdict (what a reader must know before any
+        number: e.g. which results rest on an under-trained model)."""
+        return []
+
     def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
         """Suite-specific matplotlib figures (title, figure) for the human report."""
         return []

@@ -113,6 +113,51 @@ def _prepare(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> Non
         h.p, h.decided_by = one.p, "t-test"
     if h.degenerate:
         h.p, h.decided_by, h.interval, h.interval_kind, h.level = h.perm.p, EXACT_BY, None, None, None
+    if plan.aggregate == "median":
+        _median(h, plan)
+
+
+MEDIAN_BY = "sign test (the declared aggregate is the median)"
+
+
+def _median(h: Hypothesis, plan: AnalysisPlan) -> None:
+    """The declared aggregate is the median: the estimate is the replicates' median and the exact sign test decides
+    (ties with the null dropped; every replicate tied: p = 1). The t, permutation and Wilcoxon results stay as
+    sensitivity analyses; intervals are order statistics (set in `decide_gates`)."""
+    g, x = h.gate, _values(h)
+    h.estimate, h.se, h.df, h.degenerate, h.decided_by = float(np.median(x)), None, None, False, MEDIAN_BY
+    h.interval, h.interval_kind, h.level = None, None, None
+
+    def sign(threshold: float, direction: int) -> float:
+        p = stats.sign_test_p(x, threshold, direction)
+        return 1.0 if p is None else p
+
+    if g.test == "equivalence-tost":
+        margin = float(g.margin)  # type: ignore[arg-type]
+        h.p = max(sign(-margin, 1), sign(margin, -1))
+        h.interval, h.interval_kind, h.level = _median_interval(x, 2 * plan.alpha), "marginal", 1 - 2 * plan.alpha
+    elif g.test == "report-only":
+        h.p = min(1.0, 2 * min(sign(0.0, 1), sign(0.0, -1)))
+        h.interval, h.interval_kind, h.level = _median_interval(x, plan.alpha), "marginal", 1 - plan.alpha
+    else:
+        assert h.delta is not None
+        h.p = sign(h.delta, int(h.sign))  # delta is the null on the replicates' own scale
+
+
+def _median_interval(x: np.ndarray, alpha: float) -> tuple[float | None, float | None]:
+    """Two-sided (1 - alpha) order-statistic interval for the median."""
+    low = stats.median_lower_bound(x, alpha / 2)
+    high = stats.median_lower_bound(-x, alpha / 2)
+    return low, None if high is None else -high
+
+
+def _median_bound(h: Hypothesis, alpha: float) -> tuple[float | None, float | None]:
+    """One-sided (1 - alpha) order-statistic bound for the median in the gate's direction."""
+    x = _values(h)
+    if h.sign > 0:
+        return stats.median_lower_bound(x, alpha), None
+    high = stats.median_lower_bound(-x, alpha)
+    return None, None if high is None else -high
 
 
 def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: AnalysisPlan) -> list[GateResult]:
@@ -136,7 +181,13 @@ def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: Analysis
             h.p_adj = float(a)
             h.decision = "pass" if a <= alpha else "fail"
     simultaneous = plan.multiplicity == "holm" and len(one_sided) == len(family)
-    if one_sided and simultaneous and not any(h.degenerate for h in one_sided):
+    median = plan.aggregate == "median"
+    if median:  # order-statistic bounds: Bonferroni over a Holm family, else marginal
+        m = max(1, len(family)) if plan.multiplicity == "holm" else 1
+        for h in one_sided:
+            h.interval = _median_bound(h, alpha / m)
+            h.interval_kind, h.level = ("bonferroni" if m > 1 else "marginal"), 1 - alpha / m
+    elif one_sided and simultaneous and not any(h.degenerate for h in one_sided):
         bounds = stats.holm_simultaneous_lower_bounds(
             [h.sign * h.estimate for h in one_sided],  # type: ignore[operator]
             [h.se for h in one_sided],  # type: ignore[misc]
@@ -155,7 +206,9 @@ def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: Analysis
             h.interval_kind, h.level = ("bonferroni" if m > 1 else "marginal"), 1 - alpha / m
     for h in hypotheses:  # exploratory gates: decided at the marginal level, outside the corrected family
         if h.evaluable and not h.gate.confirmatory and h.gate.test not in ("report-only", "equivalence-tost"):
-            if not h.degenerate:
+            if median:
+                h.interval, h.interval_kind, h.level = _median_bound(h, alpha), "marginal", 1 - alpha
+            elif not h.degenerate:
                 b = stats.one_sided_t(*_signed(h), alpha)
                 h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
                 h.interval_kind, h.level = "marginal", 1 - alpha

@@ -127,10 +127,18 @@ def _claims(p: Any, r: Results) -> list[str]:
             f"| {g.id} | {g.label} | {g.test} | {g.n} | {_fmt(g.estimate)} | {_interval(decider)} | "
             f"{_unit(declared)} | {_decision(g.decision, bool(declared and declared.confirmatory))} |"
         )
+    stat = "median" if p.analysis.aggregate == "median" else "mean"
+    by_median = (
+        " The declared aggregate is the median: the exact sign test decides and intervals are order statistics "
+        "(distribution-free); the t test and the permutation p about the mean are sensitivity analyses."
+        if stat == "median"
+        else ""
+    )
     lines += [
         "",
-        "Sign convention: a paired gate's estimate is the mean paired difference, the gate's method minus its "
-        "reference, in the metric's unit; a one-sample gate's is the mean. Intervals are one-sided bounds (`>=`, `<=`) "
+        f"Sign convention: a paired gate's estimate is the {stat} paired difference, the gate's method minus its "
+        f"reference, in the metric's unit; a one-sample gate's is the {stat}.{by_median} Intervals are one-sided "
+        "bounds (`>=`, `<=`) "
         "or two-sided intervals at the stated confidence level; Holm-simultaneous bounds hold jointly over the "
         "confirmatory family, marginal ones for one hypothesis alone; for a hypothesis Holm rejects, the compatible "
         "bound is the tested threshold itself (it says the claim holds, not by how much). Exploratory gates are "
@@ -149,6 +157,15 @@ def _perm(h: Any) -> str:
     return f"{_p(h.permutationP)} (exact)"
 
 
+def _headline(p: Any, r: Results) -> list[str]:
+    """The suite analysis's lines for the top of the report (with a blank line after), or none."""
+    suite = registries().suite.get(p.suite)
+    if not suite.analysis:
+        return []
+    lines = registries().analysis.get(suite.analysis)().headline(p, dict(r.summaries))
+    return [*lines, ""] if lines else []
+
+
 def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> str:
     p = loaded.model
     r = results
@@ -161,6 +178,7 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         "",
         _verdict(p, r),
         "",
+        *_headline(p, r),
         f"Goal: {p.goal}",
         "",
         f"Evidence: {len(r.evidence)} sealed run record(s), each pinned by its seal in the results block "

@@ -18,6 +18,7 @@ __all__ = [
     "Tost",
     "degenerate",
     "finite",
+    "median_lower_bound",
     "one_sided_t",
     "sign_flip_p",
     "sign_test_p",
@@ -244,6 +245,21 @@ def sign_test_p(x: np.ndarray, threshold: float, direction: int = 1) -> float | 
         return None
     k = int((d > 0).sum())
     return float(sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n)
+
+
+def median_lower_bound(x: np.ndarray, alpha: float = 0.05) -> float | None:
+    """Distribution-free one-sided (1 - alpha) lower confidence bound for the median: the k-th smallest replicate,
+    k the largest with P(Binomial(n, 1/2) <= k - 1) <= alpha (then P(x_(k) <= median) >= 1 - alpha for any
+    continuous distribution). None when n is too small for any order statistic to reach the level."""
+    v = np.sort(finite(x))
+    n = int(v.size)
+    k, cdf = 0, 0.0
+    while k < n:
+        cdf_next = cdf + math.comb(n, k) / 2**n  # P(Bin <= k)
+        if cdf_next > alpha:
+            break
+        k, cdf = k + 1, cdf_next
+    return float(v[k - 1]) if k >= 1 else None
 
 
 def wilcoxon_p(x: np.ndarray, null: float = 0.0, alternative: Alternative = "two-sided") -> float | None:

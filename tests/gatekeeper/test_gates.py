@@ -79,3 +79,38 @@ def test_intervals_say_their_kind_and_level() -> None:
     assert one.hypotheses[0].intervalKind == "holm-simultaneous" and one.hypotheses[0].confidenceLevel == 0.95
     ro = _decide({**REPORT_ONLY, "confirmatory": False}, D)
     assert ro.hypotheses[0].intervalKind == "marginal" and ro.hypotheses[0].interval[1] is not None  # type: ignore[index]
+
+
+def _decide_median(gate: dict[str, Any], values: list[float]) -> GateResult:
+    doc = toy_protocol()
+    base = {"metric": "toy.score-v1", "method": "cand", "unit": "score", "label": gate["id"]}
+    doc["gates"] = [{**base, **gate}]
+    doc["analysis"] = {**doc.get("analysis", {}), "aggregate": "median"}
+    protocol = ToyProtocol.model_validate(doc)
+    g = protocol.gates[0]
+    return decide_gates([g], [Hypothesis(g, "aggregate", np.asarray(values, dtype=float))], protocol.analysis)[0]
+
+
+SKEWED = [0.2, 0.3, 0.1, 0.25, 0.15, 0.2, 0.3, -40.0, -35.0]  # median 0.2; two huge negative outliers pull the mean
+
+
+def test_a_median_aggregate_is_estimated_and_decided_by_the_median() -> None:
+    """With `aggregate: median` the estimate is the median and the exact sign test decides: 7 of 9 above 0 gives
+    P(Bin(9, 1/2) >= 7) = 46/512; the mean (about -8) would say the opposite; the bound is an order statistic."""
+    gate = {"id": "lb", "test": "lower-bound", "comparator": ">=", "threshold": 0.0, "confirmatory": False}
+    result = _decide_median(gate, SKEWED)
+    h = result.hypotheses[0]
+    assert h.estimate == pytest.approx(0.2) and h.decidedBy.startswith("sign test")
+    assert h.pValue == pytest.approx(46 / 512)
+    assert h.interval is not None and h.interval[0] in SKEWED and h.interval[1] is None
+    mean_result = _decide(gate, SKEWED).hypotheses[0]
+    assert mean_result.estimate == pytest.approx(float(np.mean(SKEWED))) and mean_result.estimate < 0
+
+
+def test_a_median_report_only_gate_has_a_two_sided_order_statistic_interval() -> None:
+    result = _decide_median({**REPORT_ONLY, "confirmatory": False}, D)
+    h = result.hypotheses[0]
+    assert h.estimate == pytest.approx(float(np.median(D)))
+    assert h.pValue == pytest.approx(2 / 64)  # all 6 above 0: two-sided sign test
+    low, high = h.interval
+    assert low == min(D) and high == max(D)  # n = 6 at 95%: the extremes (P(Bin <= 0) = 1/64 <= 0.025)

@@ -145,3 +145,33 @@ def test_project_found_upward(cli, project, monkeypatch) -> None:  # type: ignor
     monkeypatch.chdir(sub)
     assert cli("protocol", "validate", "ladder-v1").exit_code == 0
     assert cli("--root", str(project.root), "protocol", "validate", "ladder-v1").exit_code == 0
+
+
+def test_a_new_version_declares_every_change_or_does_not_freeze(cli, project) -> None:  # type: ignore[no-untyped-def]
+    """`changes` in a bumped protocol: diff marks each difference declared or UNDECLARED; freeze refuses an
+    undeclared change and a declaration that covers no change, and accepts a version whose changes are all
+    declared (a pointer covers everything under it)."""
+    _freeze_ladder(cli, project)
+    assert cli("protocol", "bump", "ladder-v1").exit_code == 0
+    path = project.protocol_path("ladder-v2")
+    doc = read(path)
+    doc["title"] = doc["title"] + " (v2)"
+    doc["goal"] = doc["goal"] + " Second version."
+    write(path, doc)
+    out = cli("protocol", "freeze", "ladder-v2")
+    assert out.exit_code == 1 and "/title" in out.output and "undeclared change from ladder-v1" in out.output
+    doc["changes"] = [{"pointers": ["/title"], "reason": "a clearer title"}]
+    write(path, doc)
+    diff = cli("protocol", "diff", "ladder-v1", "ladder-v2")
+    assert "/title: changed" in diff.output and "[declared: change 1]" in diff.output
+    assert "/goal: changed" in diff.output and "[UNDECLARED]" in diff.output and "1 undeclared change(s)" in diff.output
+    doc["changes"].append({"pointers": ["/goal", "/claims"], "reason": "the goal says what changed"})
+    doc["changes"].append({"pointers": ["/seeds"], "reason": "nothing changed there"})
+    write(path, doc)
+    out = cli("protocol", "freeze", "ladder-v2")
+    assert out.exit_code == 1 and "/changes/2" in out.output and "not there" in out.output
+    doc["changes"].pop()
+    write(path, doc)
+    assert "0 undeclared change(s)" in cli("protocol", "diff", "ladder-v1", "ladder-v2").output
+    out = cli("protocol", "freeze", "ladder-v2")
+    assert out.exit_code == 0, out.output

@@ -556,3 +556,76 @@ def test_the_seed_rendering_resizes_minigrid_default_frames_with_pil_bilinear() 
         v1.close()
     assert np.array_equal(frame, expected)
     assert frame.shape == native.shape == (64, 64, 3) and not np.array_equal(frame, native)
+
+
+def _lite_records() -> tuple[WmfProtocol, list]:  # type: ignore[type-arg]
+    from cltoolkit.run.record import read_record
+    from tests.conftest import REPO
+
+    protocol = _protocol("wmf-lite-v1")
+    return protocol, [read_record(p) for p in sorted((REPO / "runs" / "wmf-lite-v1").glob("*/record.json"))]
+
+
+def test_adequacy_names_each_under_trained_model_and_the_metrics_resting_on_it() -> None:
+    """Thresholds from the protocol: a task-A model is flagged by seed when its fit gain is below the minimum or its
+    held-out reconstruction exceeds the ratio of the same model's at initialisation; the from-scratch reference by
+    its ratio; the headline says which metrics of which cell rest on it."""
+    from cltoolkit.suites.wmf.models import Adequacy
+    from cltoolkit.suites.wmf.seedstats import adequacy, adequacy_headline
+
+    protocol, records = _lite_records()
+    patched = []
+    for r in records:
+        m = dict(r.metrics)
+        m["reconARandomInit"] = m["reconAAfterA"] * (2.0 if (r.spec.cell, r.spec.seed) == ("gym-min", 1) else 100.0)
+        m["reconBReferenceInit"] = m["reconBFromScratch"] * (100.0 if r.spec.cell != "dmc-max" else 5.0)
+        patched.append(r.model_copy(update={"metrics": m}))
+    thresholds = Adequacy(taskAFitGainMin=10.0, reconstructionRatioMax=0.1, rationale="test")
+    summary = adequacy(protocol.model_copy(update={"adequacy": thresholds}), patched)
+    flagged = {(f["cell"], f["model"]): f["seeds"] for f in summary["underTrained"]}
+    assert flagged[("gym-min", "task-A model of finetuning")] == [1]  # 0.5 > 0.1
+    assert flagged[("dmc-max", "task-B from-scratch reference")] == [0, 1, 2]  # 0.2 > 0.1
+    low_gain = {(r.spec.cell, r.spec.comparison, r.spec.seed) for r in patched if r.metrics["taskAFitGain"] < 10.0}
+    for cell, comp, seed in low_gain:
+        assert seed in flagged[(cell, f"task-A model of {comp}")]
+    text = "\n".join(adequacy_headline(summary))
+    assert "gym-min: the task-A model of finetuning (seeds 1 of 3) - PF, RD, WMF" in text
+    assert "dmc-max: the task-B from-scratch reference (seeds 0, 1, 2 of 3) - FT" in text
+    assert "no adequacy thresholds" in "\n".join(adequacy_headline(adequacy(protocol, records)))
+
+
+def test_seed_analyses_follow_the_seed_definitions() -> None:
+    """Axis = median over the axis methods of each method's median RD; control cell = no method's median relative
+    task-A loss above the threshold; d_z = mean / SD (ddof 1) of paired differences; skew = max - median > factor x
+    (median - min)."""
+    from cltoolkit.suites.wmf.models import SeedAnalyses
+    from cltoolkit.suites.wmf.seedstats import seed_analyses, seed_lines
+
+    protocol, records = _lite_records()
+    axis_methods = ["finetuning", "replay-infinite", "ewc", "progressive-nets"]
+    sa = SeedAnalyses(axisMethods=axis_methods, controlThreshold=0.10, skewFactor=5.0)
+    out = seed_analyses(protocol.model_copy(update={"seedAnalyses": sa}), records)
+
+    def values(cell: str, comp: str, key: str) -> list[float]:
+        return [r.metrics[key] for r in records if r.spec.cell == cell and r.spec.comparison == comp]
+
+    want = float(np.median([np.median(values("minigrid-med", m, "rd")) for m in axis_methods]))
+    row = next(a for a in out["axis"] if a["cell"] == "minigrid-med")
+    assert row["rd"] == pytest.approx(want) and row["level"] == 1
+    for cell in protocol.cell_ids():
+        worst = max(
+            float(np.median([(r.metrics["reconAAfterB"] - r.metrics["reconAAfterA"]) / r.metrics["reconAAfterA"]
+                             for r in records if r.spec.cell == cell and r.spec.comparison == c.id]))
+            for c in protocol.comparisons
+        )  # fmt: skip
+        assert (cell in out["controlCells"]) == (worst <= 0.10)
+    pair = protocol.methodPairs[0]
+    diffs = np.asarray(values("gym-max", pair.method, pair.metric)) - np.asarray(
+        values("gym-max", pair.reference, pair.metric)
+    )
+    dz = next(e for e in out["dZ"] if e["method"] == pair.method and e["metric"] == pair.metric)["perCell"]["gym-max"]
+    assert dz == pytest.approx(diffs.mean() / diffs.std(ddof=1))
+    for s in out["rightSkewed"]:
+        v = sorted(s["values"])
+        assert v[-1] - np.median(v) > 5.0 * (np.median(v) - v[0])
+    assert "## Control cells" in "\n".join(seed_lines(out))

@@ -211,8 +211,14 @@ class WmfAnalysis(Analysis):
                 "dTrans": _spearman(rd, d_trans),
                 "taskBDifficulty": _spearman(rd, difficulty),
             }
+        from cltoolkit.suites.wmf.seedstats import adequacy, seed_analyses
+
+        extra: dict[str, Any] = {"adequacy": adequacy(protocol, records)}
+        if protocol.seedAnalyses is not None:
+            extra["seedAnalyses"] = seed_analyses(protocol, records)
         return {
             "cells": cells,
+            **extra,
             "methodPairs": pairs,
             "spearmanRd": correlations,
             "holmFamily": [f"{e['method']} vs {e['reference']} on {e['metric']}" for e in tested],
@@ -276,6 +282,12 @@ class WmfAnalysis(Analysis):
                 rho = c[k]["rho"]
                 cols.append("null" if rho is None else f"{rho:.2f} (p {c[k]['p']:.2g}, {c[k]['cells']} cells)")
             lines.append(f"| {comp} | " + " | ".join(cols) + " |")
+        from cltoolkit.suites.wmf.seedstats import adequacy_lines, seed_lines
+
+        if summaries.get("adequacy"):
+            lines += ["", *adequacy_lines(summaries["adequacy"])]
+        if summaries.get("seedAnalyses"):
+            lines += ["", *seed_lines(summaries["seedAnalyses"])]
         lines += ["", "## Fixed in code, not protocol fields (`cltoolkit/suites/wmf/world.py`)", ""]
         lines += [f"- {item}" for item in FIXED_IN_CODE]
         if summaries.get("reproduction"):
@@ -302,6 +314,12 @@ class WmfAnalysis(Analysis):
             else:
                 lines.append(f"Every one of the {sizes['recorded']} records that record them has the declared sizes.")
         return "\n".join(lines) + "\n"
+
+    def headline(self, protocol: ProtocolBase, summaries: dict[str, Any]) -> list[str]:
+        """Training adequacy in words, for the top of the report."""
+        from cltoolkit.suites.wmf.seedstats import adequacy_headline
+
+        return adequacy_headline(summaries["adequacy"]) if summaries.get("adequacy") else []
 
     def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
         from matplotlib.figure import Figure
