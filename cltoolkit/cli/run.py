@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 from pathlib import Path
@@ -48,6 +49,14 @@ def register(app: typer.Typer) -> None:
         cpus: Annotated[float, typer.Option("--cpus-per-run", help="CPUs each run needs.")] = 1.0,
         gpus: Annotated[float, typer.Option("--gpus-per-run", help="GPUs each run needs.")] = 0.0,
         memory: Annotated[int | None, typer.Option("--memory-per-run", help="Memory each run needs (MB).")] = None,
+        device: Annotated[
+            str | None,
+            typer.Option(
+                "--device",
+                help="Torch device of the runs' models: auto, cpu, cuda or cuda:N (default: cuda with "
+                "--gpus-per-run, else cpu).",
+            ),
+        ] = None,
         attempts: Annotated[int, typer.Option("--max-attempts", help="Attempts for a run whose process dies.")] = 2,
         wait: Annotated[
             bool, typer.Option("--wait", help="If another driver holds the store, wait for it instead of exiting.")
@@ -66,6 +75,9 @@ def register(app: typer.Typer) -> None:
         selection = Selection(_split(methods), seed_list, _split(orders), _split(cells))
         if attempts < 1:
             raise InputError("--max-attempts must be at least 1")
+        device = device or ("cuda" if gpus > 0 else "cpu")
+        if not re.match(r"^(auto|cpu|cuda(:[0-9]+)?)$", device):
+            raise InputError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
         progress = RunProgress(quiet=json_out)
 
         def planned(summary: RunSummary) -> None:
@@ -98,6 +110,7 @@ def register(app: typer.Typer) -> None:
                 cpus=cpus,
                 gpus=gpus,
                 memory_mb=memory,
+                device=device,
                 max_attempts=attempts,
                 on_result=progress.finished,
                 on_start=progress.started,

@@ -41,6 +41,7 @@ def job_payload(spec: RunSpec, components: Path | None) -> dict[str, Any]:
             "order": spec.order,
             "cell": spec.cell,
             "threads": spec.threads,
+            "device": spec.device,
         },
     }
 

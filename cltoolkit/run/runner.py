@@ -177,6 +177,7 @@ def run_protocol(
     cpus: float = 1.0,
     gpus: float = 0.0,
     memory_mb: int | None = None,
+    device: str = "cpu",
     on_result: Callable[[ExecutionResult, int, int], None] | None = None,
     on_start: Callable[[RunSpec], None] | None = None,
     on_plan: Callable[[RunSummary], None] | None = None,
@@ -215,7 +216,7 @@ def run_protocol(
     with store.driver_lock(wait=wait):
         return _run_locked(
             project, regs, loaded, digest, pilot, store, stage, selection, workers, timeout_s, threads,
-            max_attempts, executor, executor_options, cpus, gpus, memory_mb, on_result, on_start, on_plan,
+            max_attempts, executor, executor_options, cpus, gpus, memory_mb, device, on_result, on_start, on_plan,
         )  # fmt: skip
 
 
@@ -237,6 +238,7 @@ def _run_locked(
     cpus: float,
     gpus: float,
     memory_mb: int | None,
+    device: str,
     on_result: Callable[[ExecutionResult, int, int], None] | None,
     on_start: Callable[[RunSpec], None] | None,
     on_plan: Callable[[RunSummary], None] | None,
@@ -284,6 +286,7 @@ def _run_locked(
             cpus=cpus,
             gpus=gpus,
             memory_mb=memory_mb,
+            device=device,
         )
         for p in todo
     ]

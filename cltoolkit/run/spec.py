@@ -65,6 +65,8 @@ class RunSpec:
     """GPUs a run needs (a request on a cluster without GPUs fails fast)."""
     memory_mb: int | None = None
     """Memory a run needs, where the executor can reserve it."""
+    device: str = "cpu"
+    """Torch device requested for the run's models (`auto`, `cpu`, `cuda`, `cuda:N`; resolved in the worker)."""
 
     @property
     def run_id(self) -> str:

@@ -227,8 +227,9 @@ def test_two_runs_of_a_grid_give_identical_records_but_timing(project, cli) -> N
     assert cli("run", "-p", "wmf-lite-v1", "--workers", "1").exit_code == 0
     first = records()
     shutil.rmtree(store)
-    assert cli("run", "-p", "wmf-lite-v1", "--workers", "1").exit_code == 0
+    assert cli("run", "-p", "wmf-lite-v1", "--workers", "1", "--device", "cpu").exit_code == 0
     assert len(first) == 3 and records() == first
+    assert {r["provenance"]["device"] for r in first.values()} == {"cpu"}  # the default device, recorded
     assert cli("report", "-p", "wmf-lite-v1").exit_code == 0
     results = json.loads((project.root / "protocols" / "wmf-lite-v1.json").read_text())["results"]
     assert results["gates"] == []

@@ -205,6 +205,8 @@ class Agent:
     cloning: float = 0.0
     clone_completed_only: bool = False
     """Cloning terms only on replayed samples of completed phases (never on the phase in progress)."""
+    device: str = "cpu"
+    """Torch device of the network (initialised on the CPU, then moved: every device starts from one init)."""
     phase: int = field(init=False, default=0)
     net: Net = field(init=False)
     memory: Reservoir | None = field(init=False, default=None)
@@ -213,7 +215,7 @@ class Agent:
         torch.manual_seed(self.seed)
         self.rng = np.random.default_rng([self.seed, 7])
         self.eval_rng = np.random.default_rng([self.seed, 11])  # evaluation never shifts training randomness
-        self.net = Net(self.canvas)
+        self.net = Net(self.canvas).to(self.device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.params.learningRate, eps=1e-5)
         if self.replay:
             self.memory = Reservoir(self.params.capacity, (len(CHANNELS), self.canvas, self.canvas), self.rng)
@@ -223,13 +225,13 @@ class Agent:
 
     def act(self, obs: np.ndarray, greedy: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         with torch.no_grad():
-            logits, value = self.net(torch.from_numpy(obs))
+            logits, value = self.net(torch.from_numpy(obs).to(self.device))
             if greedy:
                 actions = logits.argmax(-1)
             else:
                 actions = torch.distributions.Categorical(logits=logits).sample()
             logp = torch.log_softmax(logits, -1).gather(1, actions[:, None]).squeeze(1)
-        return actions.numpy(), logp.numpy(), value.numpy(), logits.numpy()
+        return actions.cpu().numpy(), logp.cpu().numpy(), value.cpu().numpy(), logits.cpu().numpy()
 
     def train(
         self,
@@ -298,12 +300,12 @@ class Agent:
             order = self.rng.permutation(size)
             for k in range(p.minibatches):
                 idx = order[k * mb : (k + 1) * mb]
-                new = {key: torch.from_numpy(v[idx]) for key, v in batch.items()}
+                new = {key: torch.from_numpy(v[idx]).to(self.device) for key, v in batch.items()}
                 loss = self._ppo_loss(new, normalize=True)
                 share_new = 1.0
                 ledger.samplesProcessed += len(idx)
                 if n_replay and self.memory is not None and len(self.memory) > 0:
-                    old = {key: torch.from_numpy(v) for key, v in self.memory.sample(n_replay).items()}
+                    old = {key: torch.from_numpy(v).to(self.device) for key, v in self.memory.sample(n_replay).items()}
                     loss = loss + getattr(p, "replayLossWeight", 1.0) * self._replay_loss(old)  # x 1.0: exact
                     share_new = mb / (mb + n_replay)
                     ledger.replaySamples += n_replay
@@ -372,7 +374,7 @@ def evaluate(
             obs = np.stack([e.reset(seed=s)[0] for e, s in zip(envs, chunk, strict=True)])
             alive = np.ones(len(envs), dtype=bool)
             while alive.any():
-                logits, _ = agent.net(torch.from_numpy(obs))
+                logits = agent.net(torch.from_numpy(obs).to(agent.device))[0].cpu()
                 if greedy:
                     actions = logits.argmax(-1).numpy()
                 else:

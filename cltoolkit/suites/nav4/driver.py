@@ -29,7 +29,9 @@ def _constant(value: int) -> Callable[[int], int]:
     return lambda _k: value
 
 
-def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, workdir: Path) -> dict[str, Any]:
+def run(
+    protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, workdir: Path, device: str = "cpu"
+) -> dict[str, Any]:
     import torch
 
     from cltoolkit.registry import registries
@@ -76,7 +78,9 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
         replay, cloning = SEQUENTIAL[comp.method]
         coef = params.behaviourCloningCoef if cloning is None else cloning
         clone_completed = getattr(params, "cloneFrom", "all-memory") == "completed-phases"
-        agent = Agent(params, canvas, seed, replay=replay, cloning=coef, clone_completed_only=clone_completed)
+        agent = Agent(
+            params, canvas, seed, replay=replay, cloning=coef, clone_completed_only=clone_completed, device=device
+        )
         matrix = []
         for i, task in enumerate(tasks):
             vec = VecTasks([task], params.envs, pool, rng, size, limit, min_path, bonus)
@@ -91,7 +95,7 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
         phases = list(tasks)
         models = [agent]
     elif comp.method == "nav4.joint":
-        agent = Agent(params, canvas, seed)
+        agent = Agent(params, canvas, seed, device=device)
         vec = VecTasks(tasks, params.envs, pool, rng, size, limit, min_path, bonus)
         total = budget * len(tasks)
         iterations = math.ceil(total / (params.envs * params.rolloutSteps))
@@ -102,7 +106,7 @@ def run(protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, w
     elif comp.method == "nav4.specialist":
         row, models = [], []
         for i, task in enumerate(tasks):
-            agent = Agent(params, canvas, seed * 1000 + i)
+            agent = Agent(params, canvas, seed * 1000 + i, device=device)
             vec = VecTasks([task], params.envs, pool, rng, size, limit, min_path, bonus)
             iterations = math.ceil(budget / (params.envs * params.rolloutSteps))
             hook = curve_hook(agent, task, vec, f"{task} specialist", iterations)

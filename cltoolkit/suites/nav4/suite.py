@@ -178,8 +178,12 @@ class Nav4Suite(Suite):
 
     def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
         from cltoolkit.run.spec import RunOutput
+        from cltoolkit.suites.devices import describe_device, resolve_device
         from cltoolkit.suites.nav4.driver import run
 
         assert isinstance(protocol, Nav4Protocol)
-        out = run(protocol, spec.comparison, spec.seed, spec.order, workdir)
-        return RunOutput(metrics=out["metrics"], budget=out["budget"], precision="float32")
+        device = resolve_device(spec.device)
+        out = run(protocol, spec.comparison, spec.seed, spec.order, workdir, device)
+        return RunOutput(
+            metrics=out["metrics"], budget=out["budget"], device=describe_device(device), precision="float32"
+        )

@@ -73,9 +73,12 @@ def _data(
     return value
 
 
-def _fresh(protocol: WmfProtocol, method: str, width: int, ug: dict[str, Any] | None, seed: int) -> RSSM:
+def _fresh(
+    protocol: WmfProtocol, method: str, width: int, ug: dict[str, Any] | None, seed: int, device: str = "cpu"
+) -> RSSM:
+    """A freshly initialised model (on the CPU, so every device starts from the same weights), then moved."""
     torch.manual_seed(derived_seed(seed, "init"))
-    return build(protocol.model.model_dump(mode="json"), method, width, ug)
+    return build(protocol.model.model_dump(mode="json"), method, width, ug).to(device)
 
 
 def _rows(data: Episodes, n: int, seed: int, role: str, skip: np.ndarray | None = None) -> np.ndarray:
@@ -88,9 +91,17 @@ def _rows(data: Episodes, n: int, seed: int, role: str, skip: np.ndarray | None 
 
 
 def run_cell(
-    protocol: WmfProtocol, cell: str, method: str, params: dict[str, Any], seed: int, store: Path
+    protocol: WmfProtocol,
+    cell: str,
+    method: str,
+    params: dict[str, Any],
+    seed: int,
+    store: Path,
+    device: str = "cpu",
 ) -> dict[str, Any]:
-    """Train and evaluate one (cell, method, seed); returns the record's metrics, budget and reused stages."""
+    """Train and evaluate one (cell, method, seed) on `device` (a torch device string); returns the record's
+    metrics, budget and reused stages. Stages are cached on the CPU, so a stage trained on one device is reused on
+    another; its key says nothing about the device."""
     torch.set_num_threads(protocol.training.torchThreads)
     family, level = protocol.cell(cell)
     cache = StageCache(store)
@@ -114,7 +125,7 @@ def run_cell(
     batch = cfg.batch
 
     def phase(arch: str, task: str) -> dict[str, Any]:
-        model = _fresh(protocol, arch, width, ug, seed)
+        model = _fresh(protocol, arch, width, ug, seed, device)
         init = state(model)
         log = train_phase(model, [(data[task, "train"], batch)], cfg, derived_seed(seed, "phase", task))
         return {"init": init, "state": state(model), "curve": log.curve, "nanSteps": log.nan_steps,
@@ -136,7 +147,7 @@ def run_cell(
     )
 
     def load(arch: str, st: dict[str, Any]) -> RSSM:
-        m = _fresh(protocol, arch, width, ug, seed)
+        m = _fresh(protocol, arch, width, ug, seed, device)
         m.load_state_dict(st)
         m.eval()
         return m
@@ -163,7 +174,8 @@ def run_cell(
         fset = ev.encode_transitions(m_a, held_a, rows_f)
         fisher = fisher_diagonal(m_b, fset.z, fset.a, fset.z_next)
         factor = 1.0 if params.get("penalty", "half") == "full" else 0.5
-        ewc = EwcPenalty({n: f for n, f in fisher.items()}, state(m_b), float(params["lambda"]), factor)
+        anchor = {k: v.to(device) for k, v in state(m_b).items()}
+        ewc = EwcPenalty({n: f for n, f in fisher.items()}, anchor, float(params["lambda"]), factor)
     pooled = False
     if method == "replay_infinite":
         n_a = round(batch * float(params["taskAShare"]))

@@ -28,18 +28,22 @@ class LatentSet:
     z_next: torch.Tensor
 
 
-def _frames(data: Episodes, e: np.ndarray, t: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(data.frames[e, t]).permute(0, 3, 1, 2).float().div_(255.0)
+def _device(model: RSSM) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _frames(data: Episodes, e: np.ndarray, t: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(data.frames[e, t]).to(device).permute(0, 3, 1, 2).float().div_(255.0)
 
 
 @torch.no_grad()
 def encode_transitions(model: RSSM, data: Episodes, rows: np.ndarray) -> LatentSet:
     """Transitions (episode, t) -> posterior means of frames t and t+1 and the action between them."""
     model.eval()
-    e, t = rows[:, 0], rows[:, 1]
-    z = model.vae.encode(_frames(data, e, t))[0]
-    z_next = model.vae.encode(_frames(data, e, t + 1))[0]
-    return LatentSet(z, torch.from_numpy(data.actions[e, t]), z_next)
+    e, t, dev = rows[:, 0], rows[:, 1], _device(model)
+    z = model.vae.encode(_frames(data, e, t, dev))[0]
+    z_next = model.vae.encode(_frames(data, e, t + 1, dev))[0]
+    return LatentSet(z, torch.from_numpy(data.actions[e, t]).to(dev), z_next)
 
 
 @torch.no_grad()
@@ -61,12 +65,12 @@ def rollout_divergence(m_i: RSSM, m_k: RSSM, d: LatentSet, horizon: int, starts:
     m_k.eval()
     gen = np.random.default_rng(np.random.SeedSequence([seed, 13]))
     n = min(starts, d.z.shape[0])
-    idx = torch.from_numpy(gen.permutation(d.z.shape[0])[:n])
+    idx = torch.from_numpy(gen.permutation(d.z.shape[0])[:n]).to(d.z.device)
     z_i = z_k = d.z[idx]
     h_i, h_k = m_i.initial(n, z_i), m_k.initial(n, z_k)
     total = 0.0
     for step in range(horizon):
-        a = d.a[torch.from_numpy(gen.integers(d.a.shape[0], size=n))]
+        a = d.a[torch.from_numpy(gen.integers(d.a.shape[0], size=n)).to(d.a.device)]
         torch.manual_seed(seed * 1000 + step)
         h_i = m_i.step(h_i, z_i, a)
         torch.manual_seed(seed * 1000 + step)
@@ -83,7 +87,7 @@ def reconstruction(model: RSSM, data: Episodes, rows: np.ndarray) -> float:
     """Held-out pixel reconstruction: mean over frames of the squared error per frame (sum over 64x64x3 values in
     [0, 1]) of decoding the posterior mean."""
     model.eval()
-    x = _frames(data, rows[:, 0], rows[:, 1])
+    x = _frames(data, rows[:, 0], rows[:, 1], _device(model))
     return float(recon_error(model.vae.decode(model.vae.encode(x)[0]), x).mean())
 
 

@@ -181,11 +181,19 @@ class WmfSuite(Suite):
 
     def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
         from cltoolkit.run.spec import RunOutput
+        from cltoolkit.suites.devices import describe_device, resolve_device
         from cltoolkit.suites.wmf.driver import run_cell
 
         assert isinstance(protocol, WmfProtocol) and spec.cell is not None
         comp = protocol.comparison(spec.comparison)
+        device = resolve_device(spec.device)
         out = run_cell(
-            protocol, spec.cell, _METHODS[comp.method], dict(comp.hyperparameters), spec.seed, workdir.parent
+            protocol, spec.cell, _METHODS[comp.method], dict(comp.hyperparameters), spec.seed, workdir.parent, device
         )
-        return RunOutput(metrics=out["metrics"], budget=out["budget"], reused=out["reused"], precision="float32")
+        return RunOutput(
+            metrics=out["metrics"],
+            budget=out["budget"],
+            reused=out["reused"],
+            device=describe_device(device),
+            precision="float32",
+        )

@@ -38,7 +38,7 @@ class EwcPenalty:
     factor: float = 0.5
 
     def __call__(self, model: RSSM) -> torch.Tensor:
-        total = torch.zeros(())
+        total = torch.zeros((), device=next(iter(self.fisher.values())).device)
         for name, p in model.named_parameters():
             if name in self.fisher:
                 total = total + (self.fisher[name] * (p - self.anchor[name]).pow(2)).sum()
@@ -112,6 +112,7 @@ def train_phase(
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     windows = [data.windows(cfg.sequenceLength) for data, _ in sources]
     params = [p for p in model.parameters() if p.requires_grad]
+    device = next(model.parameters()).device
     opt = torch.optim.Adam(params, lr=cfg.lr)
     model.train()
     points = min(cfg.curvePoints, cfg.updatesPerTask)
@@ -131,8 +132,8 @@ def train_phase(
             o, a = batch_tensors(data, rows, cfg.sequenceLength)
             obs_parts.append(o)
             act_parts.append(a)
-        obs, actions = torch.cat(obs_parts), torch.cat(act_parts)
-        eps = torch.randn(obs.shape[0], obs.shape[1], model.latent)
+        obs, actions = torch.cat(obs_parts).to(device), torch.cat(act_parts).to(device)
+        eps = torch.randn(obs.shape[0], obs.shape[1], model.latent).to(device)  # drawn on the CPU on every device
         loss, parts = model.loss(obs, actions, eps)
         if ewc is not None:
             loss = loss + ewc(model)
@@ -153,5 +154,5 @@ def train_phase(
 
 
 def state(model: RSSM) -> dict[str, Any]:
-    """A detached copy of the model's state (parameters and buffers)."""
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    """A detached CPU copy of the model's state (parameters and buffers), whatever device the model is on."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
