@@ -1,7 +1,9 @@
 """Benchmark: milliseconds per world-model gradient step at the wmf-v1 model size (ConvVAE 32/64/128/256 -> 32,
 GRU 512, batch 8 x sequence 5, Adam, 1 torch thread), in the one-pass form the suite trains with and in the
 step-by-step form of seed 000 (target: at most 130 ms; the seed's own implementation takes about 295 ms here),
-and the wall time of one full wmf-lite-v1 cell (5 methods x 1 seed, fresh stage cache, one process).
+the wall time of one full wmf-lite-v1 cell (5 methods x 1 seed, fresh stage cache, one process), and
+each method's task-B update as wmf-v1 and wmf-v2 build their models (wmf-v2: seed 000's decoder, progressive
+columns and UG-MTM), on CUDA too where there is one.
 Also where the step's time goes: forward / backward / Adam, and each VAE convolution's milliseconds and
 GFLOP/s. Prints one JSON object. Usage: python bench/wmf.py [--steps 10] [--cell minigrid-min] [--no-cell]
 """
@@ -46,6 +48,45 @@ def step_ms(steps: int, stepwise: bool) -> dict[str, float]:
             for name, seconds in (*parts, ("adam", end - backward)):
                 times[name].append(seconds * 1000)
     return {name: round(statistics.median(v), 1) for name, v in times.items()}
+
+
+def protocol_step_ms(protocol_id: str, steps: int, device: str = "cpu") -> dict[str, float]:
+    """Median milliseconds of one training update (batch x sequence of the protocol, Adam) for each method's model
+    as `protocol_id` builds it (wmf-v2: the seed's decoder, progressive columns and UG-MTM), after the switch to
+    task B (so progressive and UG-MTM run their task-B form)."""
+    import torch
+
+    from cltoolkit.suites.wmf.models import WmfProtocol
+    from cltoolkit.suites.wmf.suite import _METHODS
+    from cltoolkit.suites.wmf.world import build
+
+    protocol = WmfProtocol.model_validate_json((REPO / "protocols" / f"{protocol_id}.json").read_text(), strict=True)
+    t = protocol.training
+    out = {}
+    for comp in protocol.comparisons:
+        method = _METHODS[comp.method]
+        params = dict(comp.hyperparameters)
+        ug = params if method == "ug_mtm" or (method == "progressive_nets" and params) else None
+        torch.manual_seed(0)
+        model = build(protocol.model.model_dump(mode="json"), method, 7, ug).to(device)
+        model.switch()
+        model.train()
+        opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=t.lr)
+        obs = torch.rand(t.batch, t.sequenceLength, 3, 64, 64, device=device)
+        act = torch.rand(t.batch, t.sequenceLength - 1, 7, device=device)
+        eps = torch.randn(t.batch, t.sequenceLength, protocol.model.latent, device=device)
+        times = []
+        for i in range(steps + 3):
+            start = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            model.loss(obs, act, eps)[0].backward()
+            opt.step()
+            if device != "cpu":
+                torch.cuda.synchronize()
+            if i >= 3:
+                times.append((time.perf_counter() - start) * 1000)
+        out[comp.id] = round(statistics.median(times), 1)
+    return out
 
 
 def conv_layers(steps: int) -> list[dict[str, object]]:
@@ -138,7 +179,13 @@ def main() -> None:
         "targetMs": 130,
         "stepPartsMs": one_pass,
         "convLayers": conv_layers(args.steps),
+        "updateMsPerMethod": {
+            "wmf-v1": protocol_step_ms("wmf-v1", args.steps),
+            "wmf-v2": protocol_step_ms("wmf-v2", args.steps),
+        },
     }
+    if torch.cuda.is_available():
+        result["updateMsPerMethodCuda"] = {"wmf-v2": protocol_step_ms("wmf-v2", args.steps, "cuda")}
     result["metTarget"] = result["wmfV1StepMs"] <= 130  # type: ignore[operator]
     if not args.no_cell:
         result["liteCell"] = args.cell

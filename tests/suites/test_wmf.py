@@ -158,6 +158,24 @@ def test_shipped_wmf_protocols_validate_and_plan() -> None:
     lite = _protocol("wmf-lite-v1")
     assert len(suite.plan(lite, None)) == 9 * 5 * 3
     assert np.all([p.cell for p in suite.plan(lite, None)])
+    v2 = _protocol("wmf-v2")
+    assert list(suite.check(v2)) == []
+    repro = suite.plan(v2, "reproduction")
+    assert len(repro) == 45 and {p.cell for p in repro} == {"minigrid-min", "minigrid-med", "minigrid-max"}
+    assert {p.seed for p in repro} == {0, 1, 2} and len(suite.plan(v2, "main")) == 375
+
+
+def test_wmf_v2_declares_every_change_from_wmf_v1() -> None:
+    """The frozen wmf-v2 against wmf-v1's frozen content: every difference is covered by a declared change and
+    every declared change covers one (what `clt protocol freeze` enforced)."""
+    from cltoolkit.freezing import declared_change_problems
+    from cltoolkit.project import Project
+
+    doc = json.loads((ROOT / "protocols" / "wmf-v2.json").read_text())
+    assert declared_change_problems(Project(ROOT), doc) == []
+    doc["model"]["beta"] = 2.0  # an edit nobody declared
+    problems = declared_change_problems(Project(ROOT), doc)
+    assert [p.where for p in problems] == ["/model/beta"]
 
 
 @pytest.mark.integration
@@ -630,3 +648,28 @@ def test_seed_analyses_follow_the_seed_definitions() -> None:
         v = sorted(s["values"])
         assert v[-1] - np.median(v) > 5.0 * (np.median(v) - v[0])
     assert "## Control cells" in "\n".join(seed_lines(out))
+
+
+def test_the_seed_calibration_covers_every_transition_of_the_window() -> None:
+    """calibrationSteps all (seed 000): the uncertainty at step t is fitted to ||z_{t+1} - m(h_{t+1})||^2 for every
+    transition of the window, the last included; all-but-last (wmf-v1) leaves the last transition out."""
+    torch.manual_seed(0)
+    seed = build(SMALL, "ug_mtm", 3, {**UG, "calibrationSteps": "all"})
+    v1 = build(SMALL, "ug_mtm", 3, UG)
+    assert isinstance(seed, UGMTM) and isinstance(v1, UGMTM)
+    v1.load_state_dict(seed.state_dict())
+    z, a, z_next = torch.randn(2, 4, 8), torch.randn(2, 4, 3), torch.randn(2, 4, 8)
+    seen = []
+    for model in (seed, v1):
+        model.eval()  # fixed gates: the uncertainty head's dropout still samples, so capture what it returns
+        calls: list[torch.Tensor] = []
+        model.uncertainty = lambda x, calls=calls, m=model: calls.append(UGMTM.uncertainty(m, x)) or calls[-1]  # type: ignore[method-assign]
+        torch.manual_seed(3)
+        hseq, aux = model.sequence(z, a, z_next)
+        u = calls[0].view(2, 4)
+        mu = model.prior(hseq)[0].detach()
+        seen.append((aux, u, mu))
+    aux, u, mu = seen[0]
+    assert torch.allclose(aux, torch.nn.functional.mse_loss(u, (z_next - mu).pow(2).mean(-1)))
+    aux, u, mu = seen[1]
+    assert torch.allclose(aux, torch.nn.functional.mse_loss(u[:, :-1], (z[:, 1:] - mu[:, :-1]).pow(2).mean(-1)))
