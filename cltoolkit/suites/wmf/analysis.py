@@ -49,6 +49,29 @@ FIXED_IN_CODE = (
 )
 
 
+def _fixed_in_code(protocol: ProtocolBase) -> list[str]:
+    """FIXED_IN_CODE, with the decoder and progressive-column lines as this protocol's options build them."""
+    from cltoolkit.suites.wmf.models import WmfProtocol
+
+    assert isinstance(protocol, WmfProtocol)
+    items = list(FIXED_IN_CODE)
+    if protocol.model.decoder == "2x2-crop":
+        items[0] = (
+            "ConvVAE: encoder kernels 4 (stride 2); decoder Linear(latent, 4 c4) as (c4, 2, 2), transposed kernels 5, "
+            "5, 6, 6 (stride 2) to 80 x 80, the centre 64 x 64 crop (seed 000's decoder), ReLU, sigmoid output; "
+            "squared error summed over pixels"
+        )
+    lateral = {
+        dict(c.hyperparameters).get("lateral") for c in protocol.comparisons if c.method == "wmf.progressive-nets"
+    }
+    if "shared-state" in lateral:
+        items[-1] = (
+            "Progressive columns share one hidden state: the frozen column runs on it without gradient and reaches "
+            "the new column through a learned Linear(h, h); the new column's own prior head"
+        )
+    return items
+
+
 def _value(rec: RunRecord, key: str) -> float | None:
     v = rec.metrics.get(key)
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) else None
@@ -145,7 +168,8 @@ class WmfAnalysis(Analysis):
         for rec in records:
             by.setdefault((rec.spec.cell or "", rec.spec.comparison), []).append(rec)
         cells: dict[str, Any] = {}
-        for cell in protocol.cell_ids():
+        present = [c for c in protocol.cell_ids() if any(k[0] == c for k in by)]  # a stage may run some cells
+        for cell in present:
             cells[cell] = {
                 comp: {
                     key: _spread([v for r in by.get((cell, comp), []) if (v := _value(r, key)) is not None])
@@ -157,7 +181,7 @@ class WmfAnalysis(Analysis):
         for pair in protocol.methodPairs:
             per_cell: dict[str, Any] = {}
             pooled: list[float] = []
-            for cell in protocol.cell_ids():
+            for cell in present:
                 a = {r.spec.seed: _value(r, pair.metric) for r in by.get((cell, pair.method), [])}
                 b = {r.spec.seed: _value(r, pair.metric) for r in by.get((cell, pair.reference), [])}
                 diffs = [a[s] - b[s] for s in sorted(a) if s in b and a[s] is not None and b[s] is not None]  # type: ignore[operator]
@@ -202,10 +226,10 @@ class WmfAnalysis(Analysis):
                 e["pooled"]["pHolm"] = float(adj)
         correlations: dict[str, Any] = {}
         for comp in comps:
-            rd = [cells[c][comp]["rd"]["median"] for c in protocol.cell_ids()]
-            level = [float(LEVELS[c.split("-", 1)[1]]) for c in protocol.cell_ids()]
-            d_trans = [cells[c][comp]["dTrans"]["median"] for c in protocol.cell_ids()]
-            difficulty = [cells[c][comp]["reconBFromScratch"]["median"] for c in protocol.cell_ids()]
+            rd = [cells[c][comp]["rd"]["median"] for c in present]
+            level = [float(LEVELS[c.split("-", 1)[1]]) for c in present]
+            d_trans = [cells[c][comp]["dTrans"]["median"] for c in present]
+            difficulty = [cells[c][comp]["reconBFromScratch"]["median"] for c in present]
             correlations[comp] = {
                 "distanceLevel": _spearman(rd, level),
                 "dTrans": _spearman(rd, d_trans),
@@ -289,7 +313,7 @@ class WmfAnalysis(Analysis):
         if summaries.get("seedAnalyses"):
             lines += ["", *seed_lines(summaries["seedAnalyses"])]
         lines += ["", "## Fixed in code, not protocol fields (`cltoolkit/suites/wmf/world.py`)", ""]
-        lines += [f"- {item}" for item in FIXED_IN_CODE]
+        lines += [f"- {item}" for item in _fixed_in_code(protocol)]
         if summaries.get("reproduction"):
             from cltoolkit.suites.wmf.reference import report_lines
 

@@ -54,7 +54,7 @@ def adequacy(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
     comps = [c.id for c in protocol.comparisons]
     cells: dict[str, Any] = {}
     flags: list[dict[str, Any]] = []
-    for cell in protocol.cell_ids():
+    for cell in (c for c in protocol.cell_ids() if any(k[0] == c for k in by)):  # the cells that have runs
         rows: dict[str, Any] = {}
         for comp in comps:
             recs = sorted(by.get((cell, comp), []), key=lambda r: r.spec.seed)
@@ -119,13 +119,14 @@ def adequacy_headline(summary: dict[str, Any]) -> list[str]:
         ]
     flags = summary.get("underTrained", [])
     rule = (
-        f"task-A fit gain below {th['taskAFitGainMin']:g} nats or held-out reconstruction above "
-        f"{th['reconstructionRatioMax']:g} x the same model's at initialisation"
+        f"a model falls below them when its task-A fit gain is under {th['taskAFitGainMin']:g} nats or its held-out "
+        f"reconstruction exceeds {th['reconstructionRatioMax']:g} x the same model's at initialisation"
     )
+    runs = sum(m["runs"] for c in summary.get("cells", {}).values() for m in c["methods"].values())
     if not flags:
-        return [f"**Training adequacy:** every task-A model and every from-scratch reference meets the declared "
-                f"thresholds ({rule})."]  # fmt: skip
-    lines = [f"**Training adequacy: results that rest on an under-trained model** ({rule}):", ""]
+        return [f"**Training adequacy:** in the {len(summary.get('cells', {}))} cell(s) with runs ({runs} runs), every "
+                f"task-A model and every from-scratch reference meets the declared thresholds ({rule})."]  # fmt: skip
+    lines = [f"**Training adequacy: results that rest on an under-trained model** (declared thresholds: {rule}):", ""]
     lines += [
         f"- {f['cell']}: the {f['model']} (seeds {', '.join(map(str, f['seeds']))} of {f['runs']}) - "
         f"{', '.join(f['metrics'])} of this cell rest on it."
