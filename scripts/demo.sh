@@ -16,6 +16,10 @@ import json, pathlib
 p = pathlib.Path("protocols/ladder-v1.json")
 d = json.loads(p.read_text()); d["results"] = None
 p.write_text(json.dumps(d, indent=2) + "\n")
+n = pathlib.Path("protocols/nav4-v1.json")  # its lock is gone: a draft without results, as verify expects
+d = json.loads(n.read_text()); d["results"] = None
+d["status"] = {"stage": "draft", "updatedOn": d["status"]["updatedOn"], "note": "scratch draft for the demo pilot"}
+n.write_text(json.dumps(d, indent=2) + "\n")
 PY
 echo "== clt protocol verify"; "$clt" protocol verify
 echo "== clt run --protocol ladder-v1"; "$clt" run --protocol ladder-v1
