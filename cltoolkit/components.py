@@ -165,6 +165,14 @@ class Suite(ABC):
             for seed in st.seeds
         ]
 
+    def device_problem(self, device: str) -> str | None:
+        """Why this machine cannot run the suite on `device` (checked by the driver before any local run starts, so
+        a missing GPU fails once instead of in every run's record); None when it can. Suites without torch models
+        run on the CPU whatever is asked, so they refuse anything else."""
+        if device in ("cpu", "auto"):
+            return None
+        return f"suite {self.name!r} has no torch models: --device {device} would change nothing (use cpu or auto)"
+
     def split_manifest(self, protocol: ProtocolBase) -> dict[str, Any] | None:
         """The realized split manifest written beside the lock at freeze (`registry/locks/<id>.splits.json`)."""
         return None

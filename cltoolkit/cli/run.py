@@ -78,6 +78,7 @@ def register(app: typer.Typer) -> None:
         device = device or ("cuda" if gpus > 0 else "cpu")
         if not re.match(r"^(auto|cpu|cuda(:[0-9]+)?)$", device):
             raise InputError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+
         progress = RunProgress(quiet=json_out)
 
         def planned(summary: RunSummary) -> None:

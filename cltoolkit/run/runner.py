@@ -211,6 +211,10 @@ def run_protocol(
             f"{loaded.id}: stage {loaded.model.stage(stage).id!r} is a pilot stage; run it with --pilot "
             "(its runs plan the study and never report results)"
         )
+    if executor == "local":  # on a cluster the workers' devices are not this machine's
+        problem = regs.suite.get(loaded.model.suite)().device_problem(device)
+        if problem is not None:
+            raise Refusal(f"--device {device}: {problem}")
     base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
     store = RunStore(base, loaded.id)
     with store.driver_lock(wait=wait):

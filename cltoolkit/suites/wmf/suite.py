@@ -179,6 +179,16 @@ class WmfSuite(Suite):
                         points.append(GridPoint(comp.id, comp.method, seed, None, cell))
         return points
 
+    def device_problem(self, device: str) -> str | None:
+        """A torch suite: `device` must resolve on this machine (cuda needs a CUDA device torch can see)."""
+        from cltoolkit.suites.devices import resolve_device
+
+        try:
+            resolve_device(device)
+        except (RuntimeError, ValueError) as exc:
+            return f"{exc}; use --device cpu or auto"
+        return None
+
     def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
         from cltoolkit.run.spec import RunOutput
         from cltoolkit.suites.devices import describe_device, resolve_device
