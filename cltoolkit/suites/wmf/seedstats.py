@@ -324,5 +324,5 @@ def seed_lines(summary: dict[str, Any]) -> list[str]:
         f"- {s['cell']} {s['comparison']} {s['metric']}: median {s['median']:.4g}, mean {s['mean']:.4g}, runs "
         + ", ".join(f"{v:.4g}" for v in s["values"])
         for s in skew
-    ] or ["None."]
+    ] or ["No cell is right-skewed."]
     return lines
