@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DEVICE_PATTERN", "describe_device", "resolve_device"]
+__all__ = ["DEVICE_PATTERN", "describe_device", "device_problem", "resolve_device"]
 
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:[0-9]+)?)$")
 
@@ -37,3 +37,12 @@ def describe_device(device: str) -> str:
     import torch
 
     return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+
+
+def device_problem(device: str) -> str | None:
+    """`Suite.device_problem` of a torch suite: why `device` cannot be had here, or None."""
+    try:
+        resolve_device(device)
+    except (RuntimeError, ValueError) as exc:
+        return f"{exc}; use --device cpu or auto"
+    return None

@@ -181,13 +181,9 @@ class WmfSuite(Suite):
 
     def device_problem(self, device: str) -> str | None:
         """A torch suite: `device` must resolve on this machine (cuda needs a CUDA device torch can see)."""
-        from cltoolkit.suites.devices import resolve_device
+        from cltoolkit.suites.devices import device_problem
 
-        try:
-            resolve_device(device)
-        except (RuntimeError, ValueError) as exc:
-            return f"{exc}; use --device cpu or auto"
-        return None
+        return device_problem(device)
 
     def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
         from cltoolkit.run.spec import RunOutput
