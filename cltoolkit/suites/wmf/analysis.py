@@ -16,6 +16,7 @@ from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.suites.wmf.metrics import METRICS
+from cltoolkit.suites.wmf.seedstats import by_cell_and_comparison, record_number
 
 __all__ = ["WmfAnalysis"]
 
@@ -72,9 +73,7 @@ def _fixed_in_code(protocol: ProtocolBase) -> list[str]:
     return items
 
 
-def _value(rec: RunRecord, key: str) -> float | None:
-    v = rec.metrics.get(key)
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) else None
+_value = record_number
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
@@ -164,9 +163,7 @@ class WmfAnalysis(Analysis):
 
         assert isinstance(protocol, WmfProtocol)
         comps = [c.id for c in protocol.comparisons]
-        by: dict[tuple[str, str], list[RunRecord]] = {}
-        for rec in records:
-            by.setdefault((rec.spec.cell or "", rec.spec.comparison), []).append(rec)
+        by = by_cell_and_comparison(records)
         cells: dict[str, Any] = {}
         present = [c for c in protocol.cell_ids() if any(k[0] == c for k in by)]  # a stage may run some cells
         for cell in present:

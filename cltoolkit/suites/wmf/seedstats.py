@@ -17,7 +17,17 @@ import numpy as np
 
 from cltoolkit.run.record import RunRecord
 
-__all__ = ["ON_REFERENCE", "ON_TASK_A", "adequacy", "adequacy_headline", "seed_analyses", "seed_lines"]
+__all__ = [
+    "ON_REFERENCE",
+    "ON_TASK_A",
+    "adequacy",
+    "adequacy_headline",
+    "adequacy_lines",
+    "by_cell_and_comparison",
+    "record_number",
+    "seed_analyses",
+    "seed_lines",
+]
 
 ON_TASK_A = ("PF", "RD", "WMF", "task-A fit gain", "encoder drift")
 """Metrics that rest on the method's task-A model."""
@@ -26,7 +36,8 @@ ON_REFERENCE = ("FT", "task-B difficulty")
 LEVELS = {"min": 0, "med": 1, "max": 2}
 
 
-def _num(rec: RunRecord, key: str) -> float | None:
+def record_number(rec: RunRecord, key: str) -> float | None:
+    """A record's metric as a finite float, else None (missing, null, non-numeric or non-finite)."""
     v = rec.metrics.get(key)
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) else None
 
@@ -40,7 +51,8 @@ def _median(values: Sequence[float | None]) -> float | None:
     return float(np.median(v)) if v else None
 
 
-def _group(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:
+def by_cell_and_comparison(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:
+    """(cell, comparison) -> its records."""
     by: dict[tuple[str, str], list[RunRecord]] = {}
     for rec in records:
         by.setdefault((rec.spec.cell or "", rec.spec.comparison), []).append(rec)
@@ -50,7 +62,7 @@ def _group(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[RunRecord
 def adequacy(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
     """Per cell: each comparison's task-A model and the task-B reference, with the runs below the thresholds."""
     th = protocol.adequacy
-    by = _group(records)
+    by = by_cell_and_comparison(records)
     comps = [c.id for c in protocol.comparisons]
     cells: dict[str, Any] = {}
     flags: list[dict[str, Any]] = []
@@ -60,8 +72,11 @@ def adequacy(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
             recs = sorted(by.get((cell, comp), []), key=lambda r: r.spec.seed)
             if not recs:
                 continue
-            gains = {r.spec.seed: _num(r, "taskAFitGain") for r in recs}
-            ratios = {r.spec.seed: _ratio(_num(r, "reconAAfterA"), _num(r, "reconARandomInit")) for r in recs}
+            gains = {r.spec.seed: record_number(r, "taskAFitGain") for r in recs}
+            ratios = {
+                r.spec.seed: _ratio(record_number(r, "reconAAfterA"), record_number(r, "reconARandomInit"))
+                for r in recs
+            }
             below = sorted(
                 s
                 for s in gains
@@ -74,7 +89,7 @@ def adequacy(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
             rows[comp] = {
                 "runs": len(recs),
                 "taskAFitGain": _median(list(gains.values())),
-                "reconAAfterA": _median([_num(r, "reconAAfterA") for r in recs]),
+                "reconAAfterA": _median([record_number(r, "reconAAfterA") for r in recs]),
                 "reconRatioA": _median(list(ratios.values())),
                 "seedsBelow": below,
             }
@@ -85,7 +100,9 @@ def adequacy(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
         for (c, _comp), recs in by.items():
             if c == cell:
                 for r in recs:
-                    refs.setdefault(r.spec.seed, (_num(r, "reconBFromScratch"), _num(r, "reconBReferenceInit")))
+                    refs.setdefault(
+                        r.spec.seed, (record_number(r, "reconBFromScratch"), record_number(r, "reconBReferenceInit"))
+                    )
         ref_ratios = {s: _ratio(a, b) for s, (a, b) in refs.items()}
         ref_below = sorted(
             s for s, q in ref_ratios.items() if th is not None and q is not None and q > th.reconstructionRatioMax
@@ -159,15 +176,15 @@ def _skewed(values: list[float], factor: float) -> bool:
 def seed_analyses(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
     """The distance axis, control cells, d_z of the declared pairs and skew flags, as the protocol declares them."""
     sa = protocol.seedAnalyses
-    by = _group(records)
+    by = by_cell_and_comparison(records)
     cells = [c for c in protocol.cell_ids() if any(k[0] == c for k in by)]
 
     def method_medians(cell: str, key: str) -> list[float | None]:
-        return [_median([_num(r, key) for r in by.get((cell, m), [])]) for m in sa.axisMethods]
+        return [_median([record_number(r, key) for r in by.get((cell, m), [])]) for m in sa.axisMethods]
 
     axis = []
     for cell in cells:
-        d_trans = _median([_num(r, "dTrans") for (c, _m), recs in by.items() if c == cell for r in recs])
+        d_trans = _median([record_number(r, "dTrans") for (c, _m), recs in by.items() if c == cell for r in recs])
         axis.append(
             {
                 "cell": cell,
@@ -186,8 +203,8 @@ def seed_analyses(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
             ratios = [
                 (after - before) / before
                 for r in by.get((cell, comp), [])
-                if (after := _num(r, "reconAAfterB")) is not None
-                and (before := _num(r, "reconAAfterA")) is not None
+                if (after := record_number(r, "reconAAfterB")) is not None
+                and (before := record_number(r, "reconAAfterA")) is not None
                 and before > 0
             ]
             losses[cell][comp] = float(np.median(ratios)) if ratios else None
@@ -200,8 +217,8 @@ def seed_analyses(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     for pair in protocol.methodPairs:
         per_cell: dict[str, Any] = {}
         for cell in cells:
-            a = {r.spec.seed: _num(r, pair.metric) for r in by.get((cell, pair.method), [])}
-            b = {r.spec.seed: _num(r, pair.metric) for r in by.get((cell, pair.reference), [])}
+            a = {r.spec.seed: record_number(r, pair.metric) for r in by.get((cell, pair.method), [])}
+            b = {r.spec.seed: record_number(r, pair.metric) for r in by.get((cell, pair.reference), [])}
             diffs = np.asarray([a[s] - b[s] for s in sorted(a) if s in b and a[s] is not None and b[s] is not None])  # type: ignore[operator]
             if diffs.size >= 2:
                 sd = float(np.std(diffs, ddof=1))
@@ -211,7 +228,7 @@ def seed_analyses(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     for cell in cells:
         for comp in (c.id for c in protocol.comparisons):
             for key in ("pf", "rd", "ft"):
-                values = [v for r in by.get((cell, comp), []) if (v := _num(r, key)) is not None]
+                values = [v for r in by.get((cell, comp), []) if (v := record_number(r, key)) is not None]
                 if _skewed(values, sa.skewFactor):
                     skew.append({"cell": cell, "comparison": comp, "metric": key, "values": sorted(values),
                                  "mean": float(np.mean(values)), "median": float(np.median(values))})  # fmt: skip
