@@ -6,6 +6,11 @@ Planning is approximate by nature (seed 003): the normal approximation and the e
 reported side by side, the pilot SD is itself uncertain, and confirmatory gates are planned at alpha / m (the
 first Holm step, m the hypotheses of the family: one per task for each-task gates), which is conservative, at the
 replicates of the stage the report will use (the last confirmatory stage).
+
+A gate is planned for the test that decides it: the t test (TOST for equivalence) when the declared aggregate is
+the mean, the exact sign test (two one-sided sign tests for equivalence) when it is the median, each under normal
+paired differences with the pilot's or the declared SD; the normal approximation beside it is Noether's for the
+sign test.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class GatePlan:
     gate: str
     scope: str
     test: str
+    decidedBy: str
     sd: float | None
     sdSource: str
     pilotReplicates: int
@@ -103,7 +109,23 @@ def gate_plan(
     sides = 2 if gate.test == "report-only" else 1
     power = normal = exact = None
     delta = gate.delta
-    if sd is not None and sd > 0 and delta is not None:
+    median = protocol.analysis.aggregate == "median"
+    decided_by = "sign test" if median else "t test"
+    if sd is not None and sd > 0 and delta is not None and median:
+        target = protocol.analysis.targetPower
+        if gate.test == "equivalence-tost":
+            margin = float(gate.margin or 0.0)
+            true_diff = 0.0 if delta >= margin else margin - delta
+            power = stats.sign_tost_power(n_declared, sd, margin, true_diff, alpha)
+            n = 1
+            while stats.sign_tost_power(n, sd, margin, true_diff, alpha) < target and n < 2_000:
+                n += 1
+            exact = n
+        else:
+            power = stats.sign_test_power(n_declared, sd, delta, alpha, sides)
+            normal = stats.n_sign_noether(sd, delta, alpha, target, sides)
+            exact = stats.n_sign_test(sd, delta, alpha, target, sides)
+    elif sd is not None and sd > 0 and delta is not None:
         target = protocol.analysis.targetPower
         if gate.test == "equivalence-tost":
             margin = float(gate.margin or 0.0)
@@ -122,7 +144,20 @@ def gate_plan(
     elif sd == 0.0:
         source += " (zero spread: planning is undefined)"
     return GatePlan(
-        gate.id, scope, gate.test, sd, source, pilot_n, delta, alpha, sides, n_declared, power, normal, exact
+        gate.id,
+        scope,
+        gate.test,
+        decided_by,
+        sd,
+        source,
+        pilot_n,
+        delta,
+        alpha,
+        sides,
+        n_declared,
+        power,
+        normal,
+        exact,
     )
 
 
@@ -249,6 +284,7 @@ def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]
             out.append(
                 f"gate {gate.id!r}: {n_declared} replicates give power {plan.powerAtDeclared:.2f} < target "
                 f"{protocol.analysis.targetPower} at delta {gate.delta} (SD {sd:.4g} from {source}); "
-                f"{plan.neededExact} needed (exact t), {plan.neededNormal} (normal approximation)"
+                f"{plan.neededExact} needed (exact {plan.decidedBy})"
+                + ("" if plan.neededNormal is None else f", {plan.neededNormal} (normal approximation)")
             )
     return out

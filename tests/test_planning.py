@@ -28,3 +28,32 @@ def test_tost_plan_on_the_command_line(cli) -> None:  # type: ignore[no-untyped-
     assert out.exit_code == 0, out.output
     plan = json.loads(out.output)
     assert plan["normal"] == 35 and plan["exact"] >= 35
+
+
+def test_a_median_aggregate_gate_is_planned_for_the_sign_test_that_decides_it() -> None:
+    from cltoolkit import stats
+    from cltoolkit.planning import gate_plan
+    from cltoolkit.validation import load_protocol
+
+    protocol = load_protocol(REPO / "protocols" / "nav4-v1.json").model
+    gate = next(g for g in protocol.gates if g.confirmatory and g.test != "equivalence-tost")
+    gate = gate.model_copy(update={"delta": 0.1})
+    t_plan = gate_plan(protocol, gate, "aggregate", 0.2, "declared", 0, 30)
+    median = protocol.model_copy(update={"analysis": protocol.analysis.model_copy(update={"aggregate": "median"})})
+    sign_plan = gate_plan(median, gate, "aggregate", 0.2, "declared", 0, 30)
+    assert (t_plan.decidedBy, sign_plan.decidedBy) == ("t test", "sign test")
+    assert sign_plan.neededExact is not None and t_plan.neededExact is not None
+    assert sign_plan.neededExact > t_plan.neededExact
+    assert sign_plan.powerAtDeclared == stats.sign_test_power(30, 0.2, 0.1, sign_plan.alpha, sign_plan.sides)
+    assert sign_plan.powerAtDeclared is not None and t_plan.powerAtDeclared is not None
+    assert sign_plan.powerAtDeclared < t_plan.powerAtDeclared
+
+
+def test_median_plan_on_the_command_line(cli) -> None:  # type: ignore[no-untyped-def]
+    t = json.loads(cli("plan", "power", "--sigma", "1", "--delta", "0.5", "--test", "one-sided", "--json").output)
+    out = cli("plan", "power", "--sigma", "1", "--delta", "0.5", "--test", "one-sided", "--median", "--json")
+    assert out.exit_code == 0, out.output
+    sign = json.loads(out.output)
+    assert (t["exact"], sign["exact"], sign["decidedBy"]) == (27, 42, "sign test")
+    text = cli("plan", "power", "--sigma", "1", "--delta", "0.5", "--test", "tost", "--median")
+    assert text.exit_code == 0 and "(exact sign test)" in text.output and "None" not in text.output

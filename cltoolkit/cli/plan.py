@@ -18,6 +18,9 @@ def power(
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of each test.")] = 0.05,
     target: Annotated[float, typer.Option("--power", help="Target power.")] = 0.8,
     test: Annotated[str, typer.Option("--test", help="two-sided | one-sided | tost")] = "two-sided",
+    median: Annotated[
+        bool, typer.Option("--median", help="Plan the exact sign test (a median aggregate) instead of the t test.")
+    ] = False,
     protocol: Annotated[str | None, typer.Option("--protocol", help="Protocol id (with --from-pilot).")] = None,
     from_pilot: Annotated[
         bool, typer.Option("--from-pilot", help="sigma_D per declared gate from pilot runs.")
@@ -25,7 +28,8 @@ def power(
     pilot_hash: Annotated[str | None, typer.Option("--pilot-hash", help="Pilot store (hash prefix) to use.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Replicates needed: the normal approximation and the exact (noncentral t / TOST) answer."""
+    """Replicates needed: the normal approximation and the exact answer (noncentral t / TOST; with --median the
+    sign test / two one-sided sign tests, as a median-aggregate gate is decided)."""
     from cltoolkit import stats
     from cltoolkit.errors import InputError
 
@@ -53,8 +57,9 @@ def power(
             elif g["neededExact"] is not None:
                 line += (
                     f"; delta {g['delta']}, alpha {g['alpha']:.4g} ({g['sides']}-sided): need {g['neededExact']} "
-                    "(exact t), "
-                    f"{g['neededNormal']} (normal); power at declared {g['declaredReplicates']}: "
+                    f"(exact {g['decidedBy']})"
+                    + ("" if g["neededNormal"] is None else f", {g['neededNormal']} (normal)")
+                    + f"; power at declared {g['declaredReplicates']}: "
                     f"{g['powerAtDeclared']:.3f}"
                 )
             typer.echo(line)
@@ -64,15 +69,34 @@ def power(
         raise InputError("give --sigma and --delta, or --protocol <id> --from-pilot")
     if sigma <= 0 or delta <= 0 or not (0 < alpha < 0.5) or not (0 < target < 1):
         raise InputError("need --sigma > 0, --delta > 0, 0 < --alpha < 0.5, 0 < --power < 1")
-    if test == "tost":
+    if median and test == "tost":
+        n = 1
+        while stats.sign_tost_power(n, sigma, delta, 0.0, alpha) < target:
+            n += 1
+        result = {"test": test, "decidedBy": "sign test", "exact": n, "normal": None}
+    elif median and test in ("two-sided", "one-sided"):
+        sides = 2 if test == "two-sided" else 1
+        result = {
+            "test": test,
+            "decidedBy": "sign test",
+            "normal": stats.n_sign_noether(sigma, delta, alpha, target, sides),
+            "exact": stats.n_sign_test(sigma, delta, alpha, target, sides),
+        }
+    elif test == "tost":
         n = 2
         while stats.tost_power(n, sigma, delta, 0.0, alpha) < target:
             n += 1
-        result = {"test": test, "exact": n, "normal": stats.n_normal_tost(sigma, delta, alpha, target)}
+        result = {
+            "test": test,
+            "decidedBy": "t test",
+            "exact": n,
+            "normal": stats.n_normal_tost(sigma, delta, alpha, target),
+        }
     elif test in ("two-sided", "one-sided"):
         sides = 2 if test == "two-sided" else 1
         result = {
             "test": test,
+            "decidedBy": "t test",
             "normal": stats.n_normal(sigma, delta, alpha, target, sides),
             "exact": stats.n_exact_t(sigma, delta, alpha, target, sides),
         }
@@ -81,4 +105,5 @@ def power(
     if json_out:
         print_json(result)
     else:
-        typer.echo(f"{test}: n = {result['exact']} replicates (exact), {result['normal']} (normal approximation)")
+        normal = "" if result["normal"] is None else f", {result['normal']} (normal approximation)"
+        typer.echo(f"{test}: n = {result['exact']} replicates (exact {result['decidedBy']}){normal}")

@@ -31,7 +31,17 @@ from cltoolkit.stats.paired import (
     two_sided_t,
     wilcoxon_p,
 )
-from cltoolkit.stats.power import n_exact_t, n_normal, n_normal_tost, power_t, tost_power
+from cltoolkit.stats.power import (
+    n_exact_t,
+    n_normal,
+    n_normal_tost,
+    n_sign_noether,
+    n_sign_test,
+    power_t,
+    sign_test_power,
+    sign_tost_power,
+    tost_power,
+)
 
 __all__ = [
     "AGGREGATES",
@@ -51,6 +61,8 @@ __all__ = [
     "n_exact_t",
     "n_normal",
     "n_normal_tost",
+    "n_sign_noether",
+    "n_sign_test",
     "normalized_scores",
     "one_sided_t",
     "optimality_gap",
@@ -59,6 +71,8 @@ __all__ = [
     "probability_of_improvement",
     "sign_flip_p",
     "sign_test_p",
+    "sign_test_power",
+    "sign_tost_power",
     "stratified_bootstrap_ci",
     "t_interval",
     "tost",

@@ -193,6 +193,29 @@ def test_tost_power_against_simulation() -> None:
     assert stats.tost_power(n, sigma, margin, 0.1) == pytest.approx(simulated, abs=0.01)
 
 
+def test_sign_test_power_against_simulation_of_the_gatekeepers_test() -> None:
+    rng = np.random.default_rng(11)
+    n, sigma, delta = 15, 1.0, 0.6
+    sims = rng.normal(delta, sigma, size=(4_000, n))
+    one = np.mean([stats.sign_test_p(x, 0.0, 1) <= 0.05 for x in sims])
+    assert stats.sign_test_power(n, sigma, delta) == pytest.approx(one, abs=0.025)
+    two = np.mean([2 * min(stats.sign_test_p(x, 0.0, 1), stats.sign_test_p(x, 0.0, -1)) <= 0.05 for x in sims])
+    assert stats.sign_test_power(n, sigma, delta, sides=2) == pytest.approx(two, abs=0.025)
+    # equivalence by two one-sided sign tests, the counts below and above the band being dependent
+    m, t = 1.0, 0.3
+    sims = rng.normal(t, sigma, size=(4_000, 12))
+    both = np.mean([max(stats.sign_test_p(x, -m, 1), stats.sign_test_p(x, m, -1)) <= 0.05 for x in sims])
+    assert stats.sign_tost_power(12, sigma, m, t) == pytest.approx(both, abs=0.025)
+
+
+def test_sign_test_needs_about_pi_over_two_times_the_t_tests_replicates_under_normality() -> None:
+    n_sign, n_t = stats.n_sign_test(1.0, 0.3), stats.n_exact_t(1.0, 0.3, sides=1)
+    assert 1.4 < n_sign / n_t < 1.75  # asymptotic relative efficiency 2 / pi
+    assert stats.sign_test_power(n_sign, 1.0, 0.3) >= 0.8 > stats.sign_test_power(n_sign - 1, 1.0, 0.3)
+    assert abs(stats.n_sign_noether(1.0, 0.3) - n_sign) <= 0.1 * n_sign
+    assert stats.sign_test_power(4, 1.0, 5.0) == 0.0  # four replicates cannot reach p <= 0.05 (1/16)
+
+
 def test_declared_aggregates_follow_the_metric_direction() -> None:
     from cltoolkit.stats import aggregate
 
