@@ -14,6 +14,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "dump_json",
+    "dump_protocol",
     "file_mode",
     "open_append_nofollow",
     "read_regular_bytes",
@@ -126,6 +127,11 @@ def dump_json(obj: Any, *, sort_keys: bool = True, row_lists: tuple[str, ...] = 
         body = ",\n".join(pad + json.dumps(r, sort_keys=sort_keys, allow_nan=False, ensure_ascii=False) for r in items)
         text = text[:at] + "[\n" + body + "\n" + " " * indent + "]" + text[at + len(token) :]
     return text + "\n"
+
+
+def dump_protocol(document: Any) -> str:
+    """A protocol document as every clt writer writes it: its own key order, `perRun` rows one per line."""
+    return dump_json(document, sort_keys=False, row_lists=("perRun",))
 
 
 def write_json(path: Path, obj: Any, *, sort_keys: bool = True) -> None:

@@ -4,12 +4,13 @@ the freeze ledger (`cltoolkit.protocol.lock`)."""
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cltoolkit import __version__
-from cltoolkit._io import atomic_write_bytes, dump_json, write_json
+from cltoolkit._io import atomic_write_bytes, dump_protocol, write_json
 from cltoolkit.errors import InputError, Problem, Refusal
 from cltoolkit.ids import parse_id
 from cltoolkit.project import Project
@@ -21,7 +22,7 @@ from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.validation import load_protocol
 
-__all__ = ["bump", "freeze", "frozen_snapshot", "restore"]
+__all__ = ["add_erratum", "bump", "freeze", "frozen_snapshot", "restore"]
 
 
 def freeze(
@@ -153,8 +154,39 @@ def restore(project: Project, protocol_id: str) -> tuple[Path, bool]:
     if protocol_hash(current) == protocol_hash(frozen):
         return path, False
     restored = {**frozen, **{k: current[k] for k in ("status", "results") if k in current}}
-    atomic_write_bytes(path, dump_json(restored, sort_keys=False).encode())
+    atomic_write_bytes(path, dump_protocol(restored).encode())
     return path, True
+
+
+def add_erratum(
+    project: Project, protocol_id: str, text: str, *, where: str = "", today: datetime.date | None = None
+) -> tuple[Path, int]:
+    """Record a difference found after freezing in the protocol's `status.errata` (outside the hash, so the lock
+    still holds). Refuses a draft (declare it in `disclosures` instead), an empty text and a repeated one. Returns
+    the path and the number of errata now recorded."""
+    from cltoolkit.protocol.models import Erratum, Status
+
+    path = project.resolve_protocol(protocol_id)
+    if read_lock(project, path.stem) is None:
+        raise Refusal(f"{path.stem} is not frozen: declare the difference in its `disclosures` instead")
+    text, where = " ".join(text.split()), " ".join(where.split())
+    if not text:
+        raise InputError("the erratum text is empty: say what differs, why, and its expected effect")
+    found = today or datetime.date.today()
+    document = load_json_file(path)
+    status = dict(document.get("status") or {"stage": "frozen", "updatedOn": found.isoformat()})
+    errata = list(status.get("errata") or [])
+    if any(isinstance(e, dict) and e.get("text") == text for e in errata):
+        raise Refusal(f"{path.stem} already records this erratum")
+    errata.append(Erratum(found=found, text=text, where=where).model_dump(mode="json", exclude_defaults=True))
+    status["errata"] = errata
+    Status.model_validate_json(json.dumps(status))  # the status block stays valid
+    before = protocol_hash(document)
+    document["status"] = status
+    if protocol_hash(document) != before:  # status is outside the hash by the hash rule; never write otherwise
+        raise Refusal("internal check: an erratum would change the hashed content; nothing was written")
+    atomic_write_bytes(path, dump_protocol(document).encode())
+    return path, len(errata)
 
 
 def bump(project: Project, protocol_id: str, *, today: datetime.date | None = None) -> Path:
@@ -179,9 +211,16 @@ def bump(project: Project, protocol_id: str, *, today: datetime.date | None = No
             copy["id"] = new_id
     copy["supersedes"] = f"{source.stem}@{lock.sha256}"
     day = (today or datetime.date.today()).isoformat()
-    copy["status"] = {"stage": "draft", "updatedOn": day, "note": f"New version of {source.stem}; not frozen."}
+    errata = (document.get("status") or {}).get("errata") or []
+    note = f"New version of {source.stem}; not frozen." + (
+        f" {source.stem} records {len(errata)} erratum(s) found after its freeze (status.errata): declare each in "
+        "`disclosures` or remove the difference here."
+        if errata
+        else ""
+    )
+    copy["status"] = {"stage": "draft", "updatedOn": day, "note": note}
     copy["results"] = None
-    atomic_write_bytes(target, dump_json(copy, sort_keys=False).encode())
+    atomic_write_bytes(target, dump_protocol(copy).encode())
     if protocol_hash(document) != lock.sha256:
         restore(project, source.stem)
     return target

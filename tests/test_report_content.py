@@ -76,3 +76,13 @@ def test_the_nav4_report_explains_the_new_task_failure_and_names_reused_records(
     assert "(its first task)" in reading and "sequential" in reading and "replay" in reading
     assert "**Reused records:** 15 of the 150 records" in text and "stage `preliminary`" in text
     assert "Split manifests: none recorded by the runs" not in text and "nav4-v1.splits.json" in text
+
+
+@pytest.mark.parametrize("report", sorted(REPO.glob("reports/*/report.md")), ids=lambda p: p.parent.name)
+def test_committed_reports_print_every_erratum_of_their_protocol(report) -> None:  # type: ignore[no-untyped-def]
+    status = json.loads((REPO / "protocols" / f"{report.parent.name}.json").read_text()).get("status") or {}
+    errata = status.get("errata") or []
+    text = report.read_text()
+    assert f"- Errata found after freezing (not pre-registered): {len(errata)}" in text  # re-reported since
+    for erratum in errata:
+        assert f"- Found {erratum['found']}: {erratum['text']}" in text

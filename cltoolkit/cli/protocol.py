@@ -1,4 +1,4 @@
-"""`clt protocol`: validate, hash, freeze, verify, diff, bump."""
+"""`clt protocol`: validate, hash, freeze, verify, diff, bump, errata."""
 
 from __future__ import annotations
 
@@ -167,6 +167,20 @@ def _declared(document: Any) -> list[DeclaredChange] | None:
         return [DeclaredChange.model_validate(c) for c in raw]
     except ValidationError:
         return None
+
+
+@command(app, "erratum")
+def erratum(
+    protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id.")],
+    text: Annotated[str, typer.Option("--text", help="What differs, why, and its expected effect.")],
+    where: Annotated[str, typer.Option("--where", help="Where the reference shows it (file, lines, commit).")] = "",
+) -> None:
+    """Record a difference from the reference found after freezing (status.errata, outside the hash): every report
+    prints it as not pre-registered; the next version declares or removes it. Re-report to show it."""
+    from cltoolkit.freezing import add_erratum
+
+    path, n = add_erratum(project(), protocol_id, text, where=where)
+    typer.echo(f"{path}: erratum {n} recorded (outside the hash; the lock still holds); re-report to print it")
 
 
 @command(app, "bump")

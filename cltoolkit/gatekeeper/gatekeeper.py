@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from cltoolkit import __version__
-from cltoolkit._io import atomic_write_text, dump_json
+from cltoolkit._io import atomic_write_text, dump_json, dump_protocol
 from cltoolkit.errors import Refusal
 from cltoolkit.gatekeeper.checks import check_declared_aggregate, check_no_duplicates, check_toolkit_versions
 from cltoolkit.gatekeeper.evidence import check_component_code, evidence_manifest
@@ -379,7 +379,7 @@ def report_protocol(
             project.stage_reports_dir(loaded.id, results.stage) / "results.json",
             dump_json(document["results"], sort_keys=False, row_lists=("perRun",)),
         )
-        atomic_write_text(loaded.path, dump_json(document, sort_keys=False, row_lists=("perRun",)))
+        atomic_write_text(loaded.path, dump_protocol(document))
     return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)
 
 

@@ -417,6 +417,19 @@ class MilestoneState(Strict):
     """Details."""
 
 
+class Erratum(Strict):
+    """A difference from the protocol's reference (a seed's text or code) found after freezing. The hashed
+    disclosures cannot change, so it is recorded here, dated, and every report prints it as *not* pre-registered;
+    the next version declares or removes it."""
+
+    found: datetime.date
+    """When it was found (after the freeze)."""
+    text: str = Field(min_length=1)
+    """The difference, its reason where known, and its expected effect on the results."""
+    where: str = ""
+    """Where the reference shows it (file and lines, commit)."""
+
+
 class Status(Strict):
     """Mutable status, outside the hash; written by people while drafting and by the gatekeeper after."""
 
@@ -428,6 +441,8 @@ class Status(Strict):
     """The state in words."""
     milestones: dict[str, MilestoneState] = Field(default_factory=dict)
     """Milestone id -> state."""
+    errata: list[Erratum] = Field(default_factory=list)
+    """Differences from the reference found after freezing (`clt protocol erratum`), printed by every report."""
 
 
 class ProtocolBase(Strict):

@@ -10,6 +10,7 @@ from typing import Any
 
 from cltoolkit._io import atomic_write_text
 from cltoolkit.project import Project
+from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
@@ -195,6 +196,7 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
             if r.mixedComponentCode
             else []
         ),
+        *_errata_lines(p),
         *_claims(p, r),
         "## Runs",
         "",
@@ -299,11 +301,29 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         f"- Exclusions: {(len(r.exclusions) and 'see above') or 'none'}; every planned run is listed above.",
         "- Compute: see the table below (measured, analytical counts and estimates kept apart).",
         f"- Disclosures declared: {'; '.join(p.disclosures) or '-'}.",
+        f"- Errata found after freezing (not pre-registered): {len(p.status.errata) if p.status else 0}"
+        + (" (see the top)." if p.status and p.status.errata else "."),
         f"- Outside scope: {'; '.join(p.outsideScope) or '-'}.",
         "",
         *_compute_lines(costs),
     ]
     return "\n".join(lines)
+
+
+def _errata_lines(p: ProtocolBase) -> list[str]:
+    """Differences from the reference found after the freeze (`status.errata`): outside the hash, so the reader is
+    told they were not pre-registered, with when each was found."""
+    errata = p.status.errata if p.status else []
+    if not errata:
+        return []
+    return [
+        f"**Errata: {len(errata)} difference(s) from the reference found after this protocol was frozen.** They are "
+        "recorded in its status (outside the hash), not in its pre-registered disclosures; the results below were "
+        "computed with them in place.",
+        "",
+        *(f"- Found {e.found.isoformat()}: {e.text}" + (f" (reference: {e.where})" if e.where else "") for e in errata),
+        "",
+    ]
 
 
 def _reused_lines(r: Results, records: Sequence[RunRecord]) -> list[str]:

@@ -175,3 +175,26 @@ def test_a_new_version_declares_every_change_or_does_not_freeze(cli, project) ->
     assert "0 undeclared change(s)" in cli("protocol", "diff", "ladder-v1", "ladder-v2").output
     out = cli("protocol", "freeze", "ladder-v2")
     assert out.exit_code == 0, out.output
+
+
+def test_an_erratum_is_recorded_outside_the_hash_and_carried_to_the_next_version(cli, project) -> None:  # type: ignore[no-untyped-def]
+    text = "The reference divides by variance + 1e-8; this protocol divides exactly. Expected effect: none."
+    refused = cli("protocol", "erratum", "ladder-v1", "--text", text)
+    assert refused.exit_code == 1 and "not frozen" in refused.output and "disclosures" in refused.output
+    path = _freeze_ladder(cli, project)
+    before = protocol_hash(read(path))
+    out = cli("protocol", "erratum", "ladder-v1", "--text", f"  {text}\n", "--where", "src/metrics.py")
+    assert out.exit_code == 0, out.output
+    doc = read(path)
+    assert doc["status"]["errata"] == [
+        {"found": doc["status"]["errata"][0]["found"], "text": text, "where": "src/metrics.py"}
+    ]
+    assert protocol_hash(doc) == before and cli("protocol", "verify").exit_code == 0
+    again = cli("protocol", "erratum", "ladder-v1", "--text", text)
+    assert again.exit_code == 1 and "already records" in again.output
+    empty = cli("protocol", "erratum", "ladder-v1", "--text", "   ")
+    assert empty.exit_code == 2 and "empty" in empty.output
+    assert len(read(path)["status"]["errata"]) == 1  # refusals wrote nothing
+    assert cli("protocol", "bump", "ladder-v1").exit_code == 0
+    note = read(project.protocol_path("ladder-v2"))["status"]["note"]
+    assert "1 erratum(s)" in note and "disclosures" in note
