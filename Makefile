@@ -27,8 +27,8 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''
 
 lint: $(STAMP)
-	$(BIN)/ruff check cltoolkit tests
-	$(BIN)/ruff format --check cltoolkit tests
+	$(BIN)/ruff check cltoolkit tests bench
+	$(BIN)/ruff format --check cltoolkit tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-logo
 

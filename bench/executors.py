@@ -26,8 +26,15 @@ def _project(root: Path, pid: str, behaviour: dict[str, object], seeds: int) -> 
 
     doc = toy_protocol(seeds=seeds)
     doc["id"] = pid
-    doc["comparisons"] = [{"id": "a", "method": "toy.method", "role": "candidate", "label": "a",
-                           "hyperparameters": {"mean": 0.5, "sd": 0.01, **behaviour}}]
+    doc["comparisons"] = [
+        {
+            "id": "a",
+            "method": "toy.method",
+            "role": "candidate",
+            "label": "a",
+            "hyperparameters": {"mean": 0.5, "sd": 0.01, **behaviour},
+        }
+    ]
     doc["budget"], doc["gates"] = {}, []
     (root / "protocols" / f"{pid}.json").write_text(json.dumps(doc))
     freeze(Project(root), pid)
@@ -88,8 +95,11 @@ def main() -> int:
             pid = f"cpu-{ex}-w{workers}-v1"
             _project(root, pid, {**busy, "busySeconds": args.cpu_seconds}, max(4, args.runs // 4))
             times[workers] = _time(root, pid, ex, workers)
-        speedup[ex] = {"oneWorkerSeconds": round(times[1], 2), "twoWorkersSeconds": round(times[2], 2),
-                       "speedup": round(times[1] / times[2], 2)}
+        speedup[ex] = {
+            "oneWorkerSeconds": round(times[1], 2),
+            "twoWorkersSeconds": round(times[2], 2),
+            "speedup": round(times[1] / times[2], 2),
+        }
     out["twoWorkersOverOne"] = speedup
     if "ray" in executors:
         import ray

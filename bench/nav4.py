@@ -114,28 +114,40 @@ def main() -> int:
     flop_per_step = _flop_per_step(agent, params)
     peak = _sgemm_gflops()
     reached = flop_per_step * train_rate / 1e9
-    raw = nav["key"]
-    print(json.dumps({
-        "benchmark": "nav4",
-        "cpus": os.cpu_count(),
-        "envStepsPerSecond": {"nav4": nav, "MiniGrid-DoorKey-8x8-v0": doorkey},
-        "envAtLeastAsFast": min(nav.values()) >= doorkey,
-        "trainingStepsPerSecond": round(train_rate),
-        "trainingTimeSplit": {
-            **{k: round(v / elapsed, 3) for k, v in spent.items()},
-            "other": round(1 - sum(spent.values()) / elapsed, 3),
-            "note": "fractions of the training wall-clock",
-        },
-        "flopPerEnvironmentStep": round(flop_per_step),
-        "gflopsReached": round(reached, 2),
-        "oneThreadMatrixPeakGflops": round(peak, 1),
-        "fractionOfPeak": round(reached / peak, 3),
-        "fractionOf160GflopsReference": round(reached / 160, 3),  # the nominal one-core peak earlier issues quoted
-        "target": "fractionOfPeak >= 0.40",
-        "meetsTarget": reached / peak >= 0.40,
-        "trainingConfig": {"envs": params.envs, "rolloutSteps": params.rolloutSteps, "epochs": params.epochs,
-                           "minibatches": params.minibatches, "torchThreads": 1, "parameters": agent.parameters_count()},
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "nav4",
+                "cpus": os.cpu_count(),
+                "envStepsPerSecond": {"nav4": nav, "MiniGrid-DoorKey-8x8-v0": doorkey},
+                "envAtLeastAsFast": min(nav.values()) >= doorkey,
+                "trainingStepsPerSecond": round(train_rate),
+                "trainingTimeSplit": {
+                    **{k: round(v / elapsed, 3) for k, v in spent.items()},
+                    "other": round(1 - sum(spent.values()) / elapsed, 3),
+                    "note": "fractions of the training wall-clock",
+                },
+                "flopPerEnvironmentStep": round(flop_per_step),
+                "gflopsReached": round(reached, 2),
+                "oneThreadMatrixPeakGflops": round(peak, 1),
+                "fractionOfPeak": round(reached / peak, 3),
+                "fractionOf160GflopsReference": round(
+                    reached / 160, 3
+                ),  # the nominal one-core peak earlier issues quoted
+                "target": "fractionOfPeak >= 0.40",
+                "meetsTarget": reached / peak >= 0.40,
+                "trainingConfig": {
+                    "envs": params.envs,
+                    "rolloutSteps": params.rolloutSteps,
+                    "epochs": params.epochs,
+                    "minibatches": params.minibatches,
+                    "torchThreads": 1,
+                    "parameters": agent.parameters_count(),
+                },
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

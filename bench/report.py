@@ -56,17 +56,42 @@ def main() -> int:
     seeds = args.records // n_comp
     doc = toy_protocol(seeds=seeds)
     doc["comparisons"] = [
-        {"id": f"m{i}", "method": "toy.method", "role": "candidate" if i else "baseline", "label": f"M{i}",
-         "hyperparameters": {"mean": 0.5 + 0.004 * i, "sd": 0.05, "updates": 100}}
+        {
+            "id": f"m{i}",
+            "method": "toy.method",
+            "role": "candidate" if i else "baseline",
+            "label": f"M{i}",
+            "hyperparameters": {"mean": 0.5 + 0.004 * i, "sd": 0.05, "updates": 100},
+        }
         for i in range(n_comp)
     ]
     doc["budget"] = {"match": [{"quantity": "totalUpdates", "across": [c["id"] for c in doc["comparisons"]]}]}
     doc["gates"] = [
-        {"id": f"g{i}", "label": f"m{i} beats m0", "metric": "toy.score-v1", "method": f"m{i}", "reference": "m0",
-         "test": "superiority", "comparator": ">=", "margin": 0.0, "unit": "score"}
+        {
+            "id": f"g{i}",
+            "label": f"m{i} beats m0",
+            "metric": "toy.score-v1",
+            "method": f"m{i}",
+            "reference": "m0",
+            "test": "superiority",
+            "comparator": ">=",
+            "margin": 0.0,
+            "unit": "score",
+        }
         for i in range(1, 11)
-    ] + [{"id": "each", "label": "m1 >= 0.4 on each task", "metric": "toy.score-v1", "method": "m1",
-          "scope": "each-task", "test": "lower-bound", "comparator": ">=", "threshold": 0.4, "unit": "score"}]
+    ] + [
+        {
+            "id": "each",
+            "label": "m1 >= 0.4 on each task",
+            "metric": "toy.score-v1",
+            "method": "m1",
+            "scope": "each-task",
+            "test": "lower-bound",
+            "comparator": ">=",
+            "threshold": 0.4,
+            "unit": "score",
+        }
+    ]
     (root / "protocols" / "toy-v1.json").write_text(json.dumps(doc, indent=2))
     if not project.lock_path("toy-v1").exists():
         freeze(project, "toy-v1")
@@ -80,18 +105,39 @@ def main() -> int:
             mean = comp["hyperparameters"]["mean"]
             for seed in range(seeds):
                 rid = f"{comp['id']}-s{seed}"
-                store.write(RunRecord.model_validate({
-                    "recordVersion": RECORD_VERSION, "runId": rid,
-                    "protocol": {"id": "toy-v1", "sha256": digest, "pilot": False},
-                    "spec": {"comparison": comp["id"], "method": "toy.method", "seed": seed, "order": None, "cell": None, "stage": "main"},
-                    "status": {"state": "completed", "reason": "", "attempts": 1},
-                    "budget": {"environmentSteps": 1000, "gradientUpdates": 100},
-                    "metrics": {"toy.score-v1": {t: float(rng.normal(mean, 0.05)) for t in ("t1", "t2")}},
-                    "provenance": {"toolkitVersion": provenance.toolkit_version(), "gitCommit": None, "gitDirty": None,
-                                   "packages": {}, "python": provenance.python_version(), "platform": provenance.platform_text(),
-                                   "torchThreads": None, "device": "cpu", "wallClockSeconds": 1.0,
-                                   "startedAt": now, "finishedAt": now},
-                }))
+                store.write(
+                    RunRecord.model_validate(
+                        {
+                            "recordVersion": RECORD_VERSION,
+                            "runId": rid,
+                            "protocol": {"id": "toy-v1", "sha256": digest, "pilot": False},
+                            "spec": {
+                                "comparison": comp["id"],
+                                "method": "toy.method",
+                                "seed": seed,
+                                "order": None,
+                                "cell": None,
+                                "stage": "main",
+                            },
+                            "status": {"state": "completed", "reason": "", "attempts": 1},
+                            "budget": {"environmentSteps": 1000, "gradientUpdates": 100},
+                            "metrics": {"toy.score-v1": {t: float(rng.normal(mean, 0.05)) for t in ("t1", "t2")}},
+                            "provenance": {
+                                "toolkitVersion": provenance.toolkit_version(),
+                                "gitCommit": None,
+                                "gitDirty": None,
+                                "packages": {},
+                                "python": provenance.python_version(),
+                                "platform": provenance.platform_text(),
+                                "torchThreads": None,
+                                "device": "cpu",
+                                "wallClockSeconds": 1.0,
+                                "startedAt": now,
+                                "finishedAt": now,
+                            },
+                        }
+                    )
+                )
     setup_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -100,12 +146,20 @@ def main() -> int:
     t0 = time.perf_counter()
     report_protocol(project, "toy-v1")
     full_s = time.perf_counter() - t0
-    env = {**os.environ, "CLT_ROOT": str(root), "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "CLT_ROOT": str(root),
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     cli = []
     for _ in range(args.repeat):  # the command users run, in a fresh process (imports included)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "from cltoolkit.cli import main; main()", "report", "-p", "toy-v1"],
-                       env=env, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", "from cltoolkit.cli import main; main()", "report", "-p", "toy-v1"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         cli.append(time.perf_counter() - t0)
     out = {
         "benchmark": "report",
