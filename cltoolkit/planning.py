@@ -111,32 +111,23 @@ def gate_plan(
     delta = gate.delta
     median = protocol.analysis.aggregate == "median"
     decided_by = "sign test" if median else "t test"
-    if sd is not None and sd > 0 and delta is not None and median:
-        target = protocol.analysis.targetPower
-        if gate.test == "equivalence-tost":
-            margin = float(gate.margin or 0.0)
-            true_diff = 0.0 if delta >= margin else margin - delta
-            power = stats.sign_tost_power(n_declared, sd, margin, true_diff, alpha)
-            n = 1
-            while stats.sign_tost_power(n, sd, margin, true_diff, alpha) < target and n < 2_000:
-                n += 1
-            exact = n
-        else:
-            power = stats.sign_test_power(n_declared, sd, delta, alpha, sides)
-            normal = stats.n_sign_noether(sd, delta, alpha, target, sides)
-            exact = stats.n_sign_test(sd, delta, alpha, target, sides)
-    elif sd is not None and sd > 0 and delta is not None:
+    if sd is not None and sd > 0 and delta is not None:
         target = protocol.analysis.targetPower
         if gate.test == "equivalence-tost":
             margin = float(gate.margin or 0.0)
             # true difference `delta` inside the +-margin band (delta >= margin means the claim cannot be planned)
             true_diff = 0.0 if delta >= margin else margin - delta
-            power = stats.tost_power(n_declared, sd, margin, true_diff, alpha) if n_declared >= 2 else 0.0
-            n = 2
-            while stats.tost_power(n, sd, margin, true_diff, alpha) < target and n < 10_000:
-                n += 1
-            exact = n
-            normal = stats.n_normal_tost(sd, margin, alpha, target, true_diff) if true_diff < margin else None
+            if median:
+                power = stats.sign_tost_power(n_declared, sd, margin, true_diff, alpha)
+                exact = stats.n_sign_tost(sd, margin, alpha, target, true_diff)
+            else:
+                power = stats.tost_power(n_declared, sd, margin, true_diff, alpha) if n_declared >= 2 else 0.0
+                exact = stats.n_tost(sd, margin, alpha, target, true_diff)
+                normal = stats.n_normal_tost(sd, margin, alpha, target, true_diff) if true_diff < margin else None
+        elif median:
+            power = stats.sign_test_power(n_declared, sd, delta, alpha, sides)
+            normal = stats.n_sign_noether(sd, delta, alpha, target, sides)
+            exact = stats.n_sign_test(sd, delta, alpha, target, sides)
         else:
             power = stats.power_t(n_declared, sd, delta, alpha, sides) if n_declared >= 2 else 0.0
             normal = stats.n_normal(sd, delta, alpha, target, sides)

@@ -69,41 +69,18 @@ def power(
         raise InputError("give --sigma and --delta, or --protocol <id> --from-pilot")
     if sigma <= 0 or delta <= 0 or not (0 < alpha < 0.5) or not (0 < target < 1):
         raise InputError("need --sigma > 0, --delta > 0, 0 < --alpha < 0.5, 0 < --power < 1")
-    if median and test == "tost":
-        n = 1
-        while stats.sign_tost_power(n, sigma, delta, 0.0, alpha) < target:
-            n += 1
-        result = {"test": test, "decidedBy": "sign test", "exact": n, "normal": None}
-    elif median and test in ("two-sided", "one-sided"):
-        sides = 2 if test == "two-sided" else 1
-        result = {
-            "test": test,
-            "decidedBy": "sign test",
-            "normal": stats.n_sign_noether(sigma, delta, alpha, target, sides),
-            "exact": stats.n_sign_test(sigma, delta, alpha, target, sides),
-        }
-    elif test == "tost":
-        n = 2
-        while stats.tost_power(n, sigma, delta, 0.0, alpha) < target:
-            n += 1
-        result = {
-            "test": test,
-            "decidedBy": "t test",
-            "exact": n,
-            "normal": stats.n_normal_tost(sigma, delta, alpha, target),
-        }
-    elif test in ("two-sided", "one-sided"):
-        sides = 2 if test == "two-sided" else 1
-        result = {
-            "test": test,
-            "decidedBy": "t test",
-            "normal": stats.n_normal(sigma, delta, alpha, target, sides),
-            "exact": stats.n_exact_t(sigma, delta, alpha, target, sides),
-        }
-    else:
+    if test not in ("two-sided", "one-sided", "tost"):
         raise InputError(f"unknown --test {test!r}: two-sided | one-sided | tost")
+    sides = 2 if test == "two-sided" else 1
+    if test == "tost":
+        exact = (stats.n_sign_tost if median else stats.n_tost)(sigma, delta, alpha, target)
+        normal = None if median else stats.n_normal_tost(sigma, delta, alpha, target)
+    else:
+        exact = (stats.n_sign_test if median else stats.n_exact_t)(sigma, delta, alpha, target, sides)
+        normal = (stats.n_sign_noether if median else stats.n_normal)(sigma, delta, alpha, target, sides)
+    result = {"test": test, "decidedBy": "sign test" if median else "t test", "exact": exact, "normal": normal}
     if json_out:
         print_json(result)
     else:
-        normal = "" if result["normal"] is None else f", {result['normal']} (normal approximation)"
-        typer.echo(f"{test}: n = {result['exact']} replicates (exact {result['decidedBy']}){normal}")
+        approx = "" if normal is None else f", {normal} (normal approximation)"
+        typer.echo(f"{test}: n = {exact} replicates (exact {result['decidedBy']}){approx}")

@@ -5,6 +5,7 @@ the declared aggregate is the median (binomial sums under normal paired differen
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 __all__ = [
     "n_exact_t",
@@ -12,11 +13,18 @@ __all__ = [
     "n_normal_tost",
     "n_sign_noether",
     "n_sign_test",
+    "n_sign_tost",
+    "n_tost",
     "power_t",
     "sign_test_power",
     "sign_tost_power",
     "tost_power",
 ]
+
+
+def _first_n(power_at: Callable[[int], float], target: float, start: int, n_max: int) -> int | None:
+    """Smallest n in [start, n_max] with power_at(n) >= target, None when none is."""
+    return next((n for n in range(start, n_max + 1) if power_at(n) >= target), None)
 
 
 def n_normal(sigma: float, delta: float, alpha: float = 0.05, power: float = 0.8, sides: int = 2) -> int:
@@ -58,12 +66,15 @@ def n_exact_t(
     sigma: float, delta: float, alpha: float = 0.05, power: float = 0.8, sides: int = 2, n_max: int = 100_000
 ) -> int:
     """Smallest n >= 2 whose exact t-test power reaches `power` (statsmodels' `TTestPower`)."""
-    n = 2
-    while power_t(n, sigma, delta, alpha, sides) < power:
-        n += 1
-        if n > n_max:
-            raise ValueError(f"more than {n_max} replicates needed")
+    n = _first_n(lambda k: power_t(k, sigma, delta, alpha, sides), power, 2, n_max)
+    if n is None:
+        raise ValueError(f"more than {n_max} replicates needed")
     return n
+
+
+def n_tost(sigma: float, margin: float, alpha: float = 0.05, power: float = 0.8, true_diff: float = 0.0) -> int:
+    """Smallest n >= 2 whose exact TOST power reaches `power` (searched up to 10,000, returned when not reached)."""
+    return _first_n(lambda k: tost_power(k, sigma, margin, true_diff, alpha), power, 2, 10_000) or 10_000
 
 
 def tost_power(n: int, sigma: float, margin: float, true_diff: float = 0.0, alpha: float = 0.05) -> float:
@@ -126,11 +137,9 @@ def n_sign_test(
     discrete, so a few larger n can fall just below; this is the first n that reaches it)."""
     if sigma <= 0 or delta == 0:
         raise ValueError("need sigma > 0 and delta != 0")
-    n = 1
-    while sign_test_power(n, sigma, abs(delta), alpha, sides) < power:
-        n += 1
-        if n > n_max:
-            raise ValueError(f"more than {n_max} replicates needed")
+    n = _first_n(lambda k: sign_test_power(k, sigma, abs(delta), alpha, sides), power, 1, n_max)
+    if n is None:
+        raise ValueError(f"more than {n_max} replicates needed")
     return n
 
 
@@ -144,6 +153,11 @@ def n_sign_noether(sigma: float, delta: float, alpha: float = 0.05, power: float
     p = float(stats.norm.cdf(abs(delta) / sigma))
     z = float(stats.norm.ppf(1 - alpha / sides) + stats.norm.ppf(power))
     return math.ceil(z**2 / (4 * (p - 0.5) ** 2))
+
+
+def n_sign_tost(sigma: float, margin: float, alpha: float = 0.05, power: float = 0.8, true_diff: float = 0.0) -> int:
+    """Smallest n whose exact power of two one-sided sign tests reaches `power` (searched up to 10,000)."""
+    return _first_n(lambda k: sign_tost_power(k, sigma, margin, true_diff, alpha), power, 1, 10_000) or 10_000
 
 
 def sign_tost_power(n: int, sigma: float, margin: float, true_diff: float = 0.0, alpha: float = 0.05) -> float:
