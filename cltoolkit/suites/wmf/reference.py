@@ -164,6 +164,17 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
                 f"[{num(s['min'])}, {num(s['max'])}]{flag}"
             )
         lines.append(f"| {row['cell']} | {row['method']} | " + " | ".join(cells) + " |")
+    outside = [
+        f"{row['method']} in {row['cell']}, {name} {num(q['clt']['mean'])} (seed {num(q['seed']['min'])} to "
+        f"{num(q['seed']['max'])})"
+        for row in rep["rows"]
+        for name, q in row["quantities"].items()
+        if q["cltMeanInsideSeedRange"] is False
+    ]
+    lines += [
+        "",
+        f"Outside the seed's range: {'; '.join(outside)}." if outside else "No clt mean is outside the seed's range.",
+    ]
     lines += ["", "RD ranking of methods per cell (lowest RD first), clt and seed, with Kendall's tau:", ""]
     lines += [
         f"- {cell}: clt {', '.join(r['clt'])}; seed {', '.join(r['seed'])}; tau {num(r['kendallTau'])}"
