@@ -164,7 +164,7 @@ def verify(project: Project, *, history: bool = True) -> list[VerifyOutcome]:
 
 
 def _verify_one(project: Project, protocol_id: str, history: bool = True) -> VerifyOutcome:
-    from cltoolkit.protocol.lock_history import history_problems, snapshot_problems
+    from cltoolkit.protocol.lock_history import errata_problems, history_problems, snapshot_problems
 
     lock_file = project.lock_path(protocol_id)
     try:
@@ -189,6 +189,8 @@ def _verify_one(project: Project, protocol_id: str, history: bool = True) -> Ver
         actual = protocol_hash(document)
     except (ValidationFailed, InputError) as exc:
         return VerifyOutcome(protocol_id, False, lock.sha256, None, (*problems, *str(exc).splitlines()), tuple(notes))
+    if history:
+        problems += errata_problems(project, protocol_id, document)
     if actual != lock.sha256:
         problems.append(f"hash {actual} differs from the lock {lock.sha256}")
         if snapshot.is_file() and not snapshot_problems(snapshot, lock.sha256):

@@ -4,7 +4,9 @@
 - a protocol that carries a filled results block, or a frozen / reported status, has a lock;
 - in a git checkout: a lock file is not modified after the commit that added it, unless that later commit is
   declared in `registry/locks/refrozen.json` (protocol -> [{commit, sha256, reason}]: a freeze withdrawn before
-  any run, for one), and it has no uncommitted change.
+  any run, for one), and it has no uncommitted change;
+- in a git checkout: no erratum (`status.errata`, outside the hash) that any commit of the protocol recorded is
+  missing from the protocol now: errata are added, never withdrawn.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.load import load_json_file
 
-__all__ = ["REFROZEN_FILE", "history_problems", "snapshot_problems", "unlocked_problems"]
+__all__ = ["REFROZEN_FILE", "errata_problems", "history_problems", "snapshot_problems", "unlocked_problems"]
 
 REFROZEN_FILE = "refrozen.json"
 FROZEN_STAGES = ("frozen", "reported")
@@ -105,3 +107,37 @@ def history_problems(project: Project, protocol_id: str) -> tuple[list[str], lis
         else:
             notes.append(f"re-frozen in {commit[:12]} (declared: {entry.get('reason', '')})")
     return problems, notes
+
+
+def _errata(document: Any) -> list[tuple[str, str]]:
+    status = document.get("status") if isinstance(document, dict) else None
+    errata = status.get("errata") if isinstance(status, dict) else None
+    return [(str(e.get("found")), str(e.get("text"))) for e in errata or [] if isinstance(e, dict)]
+
+
+def errata_problems(project: Project, protocol_id: str, document: dict[str, Any]) -> list[str]:
+    """Errata recorded in any commit of the protocol file but missing from `document` (the file now). Only the
+    commits whose diff adds or removes an erratum's `found` line are read."""
+    path = project.protocol_path(protocol_id)
+    root = project.root
+    if _git(root, "rev-parse", "--is-inside-work-tree") is None:
+        return []
+    top = (_git(root, "rev-parse", "--show-toplevel") or str(root)).strip()
+    rel = path.resolve().relative_to(Path(top).resolve()).as_posix()
+    now = set(_errata(document))
+    problems = []
+    seen: set[tuple[str, str]] = set()
+    for commit in (_git(root, "log", "-G", '"found" *:', "--format=%H", "--", rel) or "").split():
+        text = _git(root, "show", f"{commit}:{rel}")
+        try:
+            recorded = _errata(json.loads(text)) if text else []
+        except json.JSONDecodeError:
+            continue
+        for found, said in recorded:
+            if (found, said) not in now and (found, said) not in seen:
+                seen.add((found, said))
+                problems.append(
+                    f"{rel}: the erratum found {found} ({said[:60]}...) recorded in commit {commit[:12]} is no "
+                    "longer in status.errata: errata are added, never withdrawn"
+                )
+    return problems

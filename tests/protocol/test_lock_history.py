@@ -67,3 +67,23 @@ def test_a_lock_modified_after_its_commit_fails_in_git(toy, cli) -> None:  # typ
     (toy.locks_dir / "refrozen.json").write_text(json.dumps(declared))
     out = cli("protocol", "verify")
     assert out.exit_code == 0 and f"re-frozen in {commit[:12]} (declared: test)" in out.output, out.output
+
+
+def test_an_erratum_once_committed_cannot_be_withdrawn(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    path = _frozen(toy)
+    _git(toy.root, "init", "-q")
+    _git(toy.root, "add", "-A")
+    _git(toy.root, "commit", "-q", "-m", "freeze")
+    text = "The reference adds 1e-8 to the variance. Expected effect: none."
+    assert cli("protocol", "erratum", "toy-v1", "--text", text).exit_code == 0
+    assert cli("protocol", "erratum", "toy-v1", "--text", "A second difference.").exit_code == 0
+    _git(toy.root, "commit", "-q", "-am", "errata")
+    assert cli("protocol", "verify").exit_code == 0
+    doc = read(path)
+    doc["status"]["errata"] = doc["status"]["errata"][1:]  # outside the hash: the lock alone would not notice
+    write(path, doc)
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "The reference adds 1e-8" in out.output and "never withdrawn" in out.output
+    _git(toy.root, "commit", "-q", "-am", "quietly drop the first erratum")
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "never withdrawn" in out.output and "A second" not in out.output, out.output
