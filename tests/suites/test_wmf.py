@@ -363,6 +363,13 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
     )
 
 
+def test_a_mean_outside_the_seeds_range_never_prints_equal_to_its_bound() -> None:
+    from cltoolkit.suites.wmf.reference import apart
+
+    assert apart(1.0804, 0.922, 1.0801) == ("1.0804", "0.922", "1.0801")
+    assert apart(607.2, 635.0, 1180.0) == ("607", "635", "1.18e+03")
+
+
 def test_the_seed_decoder_reshapes_to_2x2_and_crops_80_to_64() -> None:
     from cltoolkit.suites.wmf.world import build
 

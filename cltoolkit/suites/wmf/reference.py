@@ -15,7 +15,7 @@ import numpy as np
 
 from cltoolkit.run.record import RunRecord
 
-__all__ = ["FAMILIES", "METHODS", "QUANTITIES", "load_reference", "report_lines", "reproduction"]
+__all__ = ["FAMILIES", "METHODS", "QUANTITIES", "apart", "load_reference", "report_lines", "reproduction"]
 
 FAMILIES = {"dmcontrol": "dmc", "gymnasium": "gym", "minigrid": "minigrid"}
 """Seed repository family -> clt cell prefix."""
@@ -136,6 +136,16 @@ def reproduction(
     }
 
 
+def apart(mean: float, low: float, high: float) -> tuple[str, str, str]:
+    """The mean and the seed's range at the fewest significant digits (3 or more) at which the mean differs in print
+    from the bound it lies beyond, so a mean outside the range never reads as equal to its bound."""
+    bound = low if mean < low else high
+    digits = 3
+    while digits < 12 and f"{mean:.{digits}g}" == f"{bound:.{digits}g}":
+        digits += 1
+    return f"{mean:.{digits}g}", f"{low:.{digits}g}", f"{high:.{digits}g}"
+
+
 def report_lines(rep: dict[str, Any]) -> list[str]:
     """The report section "Reproduction of seed 000" (Markdown)."""
 
@@ -153,24 +163,21 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
         "| cell | method | " + " | ".join(QUANTITIES) + " |",
         "|---|---|" + "---|" * len(QUANTITIES),
     ]
+    outside = []
     for row in rep["rows"]:
         cells = []
         for name in QUANTITIES:
             q = row["quantities"][name]
             c, s = q["clt"], q["seed"]
             flag = {True: " in", False: " out", None: ""}[q["cltMeanInsideSeedRange"]]
+            mean, low, high = num(c["mean"]), num(s["min"]), num(s["max"])
+            if q["cltMeanInsideSeedRange"] is False:
+                mean, low, high = apart(c["mean"], s["min"], s["max"])
+                outside.append(f"{row['method']} in {row['cell']}, {name} {mean} (seed {low} to {high})")
             cells.append(
-                f"{num(c['mean'])} [{num(c['min'])}, {num(c['max'])}] / {num(s['mean'])} ({num(s['sd'])}) "
-                f"[{num(s['min'])}, {num(s['max'])}]{flag}"
+                f"{mean} [{num(c['min'])}, {num(c['max'])}] / {num(s['mean'])} ({num(s['sd'])}) [{low}, {high}]{flag}"
             )
         lines.append(f"| {row['cell']} | {row['method']} | " + " | ".join(cells) + " |")
-    outside = [
-        f"{row['method']} in {row['cell']}, {name} {num(q['clt']['mean'])} (seed {num(q['seed']['min'])} to "
-        f"{num(q['seed']['max'])})"
-        for row in rep["rows"]
-        for name, q in row["quantities"].items()
-        if q["cltMeanInsideSeedRange"] is False
-    ]
     lines += [
         "",
         f"Outside the seed's range: {'; '.join(outside)}." if outside else "No clt mean is outside the seed's range.",
