@@ -67,6 +67,15 @@ def _git(root: Path, *args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def _repo_path(project: Project, path: Path) -> str | None:
+    """`path` relative to the top of the git checkout holding the project, None outside a checkout."""
+    root = project.root
+    if _git(root, "rev-parse", "--is-inside-work-tree") is None:
+        return None
+    top = (_git(root, "rev-parse", "--show-toplevel") or str(root)).strip()
+    return path.resolve().relative_to(Path(top).resolve()).as_posix()
+
+
 def _refrozen(project: Project) -> dict[str, Any]:
     path = project.locks_dir / REFROZEN_FILE
     if not path.is_file():
@@ -79,12 +88,10 @@ def history_problems(project: Project, protocol_id: str) -> tuple[list[str], lis
     """(problems, notes) from git: a lock modified after the commit that added it, or changed and not committed.
 
     Outside a git checkout there is nothing to check (a note says so); a shallow clone cannot show the history."""
-    lock = project.lock_path(protocol_id)
     root = project.root
-    if _git(root, "rev-parse", "--is-inside-work-tree") is None:
+    rel = _repo_path(project, project.lock_path(protocol_id))
+    if rel is None:
         return [], ["not a git checkout: lock history not checked"]
-    top = (_git(root, "rev-parse", "--show-toplevel") or str(root)).strip()
-    rel = lock.resolve().relative_to(Path(top).resolve()).as_posix()
     problems, notes = [], []
     if (_git(root, "status", "--porcelain", "--", rel) or "").strip():
         problems.append(f"{rel} has uncommitted changes: a lock is written once, by `clt protocol freeze`")
@@ -118,12 +125,10 @@ def _errata(document: Any) -> list[tuple[str, str]]:
 def errata_problems(project: Project, protocol_id: str, document: dict[str, Any]) -> list[str]:
     """Errata recorded in any commit of the protocol file but missing from `document` (the file now). Only the
     commits whose diff adds or removes an erratum's `found` line are read."""
-    path = project.protocol_path(protocol_id)
     root = project.root
-    if _git(root, "rev-parse", "--is-inside-work-tree") is None:
+    rel = _repo_path(project, project.protocol_path(protocol_id))
+    if rel is None:
         return []
-    top = (_git(root, "rev-parse", "--show-toplevel") or str(root)).strip()
-    rel = path.resolve().relative_to(Path(top).resolve()).as_posix()
     now = set(_errata(document))
     problems = []
     seen: set[tuple[str, str]] = set()
