@@ -86,3 +86,23 @@ def test_committed_reports_print_every_erratum_of_their_protocol(report) -> None
     assert f"- Errata found after freezing (not pre-registered): {len(errata)}" in text  # re-reported since
     for erratum in errata:
         assert f"- Found {erratum['found']}: {erratum['text']}" in text
+
+
+def test_the_readme_and_status_note_state_the_committed_reproduction_numbers() -> None:
+    # prose written by hand beside a results block drifts when the block is re-reported: pin it to the block
+    protocol = json.loads((REPO / "protocols" / "wmf-v2.json").read_text())
+    summary = protocol["results"]["summaries"]["reproduction"]
+    inside = summary["insideSeedRange"]
+    said = f"{inside['count']} of {inside['of']}"
+    runs = sum(1 for r in protocol["results"]["perRun"] if r["status"] == "completed")
+    readme = (REPO / "README.md").read_text()
+    note = protocol["status"]["note"]
+    assert f"with {runs} of 45 records" in note
+    assert f"{said} quantity-cells" in note
+    if runs == 45:
+        assert "COMPLETE" in note
+        assert f"{said} quantity-cells inside the seed's stored range" in readme
+        assert f"in {inside['count']} of the {inside['of']} (cell, method, quantity) comparisons" in readme
+    taus = {cell: ranking["kendallTau"] for cell, ranking in summary["rdRankings"].items()}
+    for cell, tau in taus.items():
+        assert f"{cell} {tau:.2g} (" in note
