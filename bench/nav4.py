@@ -75,9 +75,9 @@ def main() -> int:
     import torch
 
     from cltoolkit.run.memory import keep_freed_memory
-    from cltoolkit.suites.nav4.agent import Agent, Ledger, VecTasks
+    from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks
     from cltoolkit.suites.nav4.env import EgocentricWrapper, Nav4Env
-    from cltoolkit.suites.nav4.suite import AgentParams
+    from cltoolkit.suites.nav4.suite import make_method
     from cltoolkit.validation import load_protocol
 
     torch.set_num_threads(1)
@@ -86,10 +86,11 @@ def main() -> int:
     nav = {task: round(_rate(Nav4Env(task), args.seconds, seed)) for task in ("goal", "key", "hazards", "combined")}
     doorkey = round(_rate(EgocentricWrapper(gym.make("MiniGrid-DoorKey-8x8-v0"), "key"), args.seconds, seed))
     protocol = load_protocol(REPO / "protocols" / "nav4-v1.json").model
-    params = AgentParams.model_validate(protocol.comparisons[0].hyperparameters, strict=False)
-    agent = Agent(params, 15, 0)
-    vec = VecTasks(["key"], params.envs, list(range(20_000)), np.random.default_rng(0), 9, 100, 4, (0.2, 0.2))
+    method = make_method(protocol.comparisons[0].method, protocol.comparisons[0].hyperparameters)
+    params = method.params
     ledger = Ledger()
+    agent = Learner(params, 15, 0, ledger, method)
+    vec = VecTasks(["key"], params.envs, list(range(20_000)), np.random.default_rng(0), 9, 100, 4, (0.2, 0.2))
     spent = {"environment": 0.0, "rolloutForward": 0.0, "update": 0.0}
 
     def timed(obj, name, key):  # type: ignore[no-untyped-def]
@@ -108,7 +109,7 @@ def main() -> int:
     timed(agent, "act", "rolloutForward")
     timed(agent, "_update", "update")
     start = time.perf_counter()
-    agent.train(vec, args.train_steps, ledger, lambda _k: 0)
+    agent.train(vec, args.train_steps, lambda _k: 0)
     elapsed = time.perf_counter() - start
     train_rate = ledger.environmentSteps / elapsed
     flop_per_step = _flop_per_step(agent, params)

@@ -56,19 +56,20 @@ def protocol_step_ms(protocol_id: str, steps: int, device: str = "cpu") -> dict[
     task B (so progressive and UG-MTM run their task-B form)."""
     import torch
 
+    from cltoolkit.suites.wmf.api import ModelSpec
     from cltoolkit.suites.wmf.models import WmfProtocol
-    from cltoolkit.suites.wmf.suite import _METHODS
-    from cltoolkit.suites.wmf.world import build
+    from cltoolkit.suites.wmf.suite import make_method
 
     protocol = WmfProtocol.model_validate_json((REPO / "protocols" / f"{protocol_id}.json").read_text(), strict=True)
-    t = protocol.training
+    t, m = protocol.training, protocol.model
     out = {}
     for comp in protocol.comparisons:
-        method = _METHODS[comp.method]
-        params = dict(comp.hyperparameters)
-        ug = params if method == "ug_mtm" or (method == "progressive_nets" and params) else None
+        method = make_method(comp.method, comp.hyperparameters)
         torch.manual_seed(0)
-        model = build(protocol.model.model_dump(mode="json"), method, 7, ug).to(device)
+        model = method.build(ModelSpec(m.latent, m.hidden, 7, m.channels, m.beta))
+        if m.decoder == "2x2-crop":
+            model.vae.use_seed_decoder()
+        model = model.to(device)
         model.switch()
         model.train()
         opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=t.lr)
@@ -144,7 +145,7 @@ def conv_layers(steps: int) -> list[dict[str, object]]:
 def cell_seconds(cell: str) -> dict[str, float]:
     from cltoolkit.suites.wmf.driver import run_cell
     from cltoolkit.suites.wmf.models import WmfProtocol
-    from cltoolkit.suites.wmf.suite import _METHODS
+    from cltoolkit.suites.wmf.suite import make_method
 
     protocol = WmfProtocol.model_validate_json((REPO / "protocols" / "wmf-lite-v1.json").read_text(), strict=True)
     store = Path(tempfile.mkdtemp(prefix="wmf-bench-"))
@@ -152,7 +153,7 @@ def cell_seconds(cell: str) -> dict[str, float]:
     total = time.perf_counter()
     for comp in protocol.comparisons:
         start = time.perf_counter()
-        run_cell(protocol, cell, _METHODS[comp.method], dict(comp.hyperparameters), 100, store)
+        run_cell(protocol, cell, make_method(comp.method, comp.hyperparameters), 100, store)
         out[comp.id] = round(time.perf_counter() - start, 1)
     out["total"] = round(time.perf_counter() - total, 1)
     return out

@@ -16,6 +16,7 @@ from cltoolkit.errors import Problem
 if TYPE_CHECKING:
     from cltoolkit.protocol._base import Strict
     from cltoolkit.protocol.models import ProtocolBase
+    from cltoolkit.registry import Registries
     from cltoolkit.run.record import RunRecord
     from cltoolkit.run.spec import ExecutionResult, GridPoint, RunOutput, RunSpec
 
@@ -30,6 +31,7 @@ __all__ = [
     "Metric",
     "Suite",
     "ValueKind",
+    "method_problems",
     "value_problems",
 ]
 
@@ -46,6 +48,25 @@ def _is_number(value: object) -> bool:
     import math
 
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def method_problems(suite: type[Suite], name: str, method: object) -> list[str]:
+    """Why `suite`'s driver cannot run the registered method `name` (empty when it can): it must subclass the
+    suite's method interface and ask only for data the suite gives methods."""
+    base = suite.method_base
+    if not (isinstance(method, type) and issubclass(method, base)):
+        where = "cltoolkit.plugin" if base.__module__.startswith("cltoolkit.") else base.__module__
+        return [
+            f"method {name!r} does not implement the {suite.name} method interface: subclass {where}.{base.__name__} "
+            f"(the {suite.name} driver calls only that interface)"
+        ]
+    extra = sorted(set(method.data_access) - set(suite.data_given))
+    if extra:
+        return [
+            f"method {name!r} asks for {', '.join(extra)} data (data_access); the {suite.name} suite gives methods "
+            f"{', '.join(sorted(suite.data_given))} only"
+        ]
+    return []
 
 
 def value_problems(metrics: dict[str, Any], expected: dict[str, ValueKind]) -> list[str]:
@@ -83,6 +104,9 @@ class Method(ABC):
     """Strict model of the method's hyperparameters (None: takes none)."""
     summary: ClassVar[str] = ""
     """One line for `clt list`."""
+    data_access: ClassVar[frozenset[str]] = frozenset({"training"})
+    """What the method asks to be given (a suite refuses, at validation, a method that asks for more than its
+    `data_given`: test and validation data are never given)."""
 
 
 class Metric(ABC):
@@ -140,6 +164,16 @@ class Suite(ABC):
     analysis: ClassVar[str | None] = None
     """Registered analysis name."""
     summary: ClassVar[str] = ""
+    method_base: ClassVar[type[Method]] = Method
+    """The interface the suite's driver calls: every method of the suite subclasses it (refused at validation
+    otherwise, so no run fails minutes in for a reason knowable before it starts)."""
+    data_given: ClassVar[frozenset[str]] = frozenset({"training"})
+    """The data a method of this suite may ask for (`Method.data_access`)."""
+
+    def __init__(self, regs: Registries | None = None) -> None:
+        self.regs = regs
+        """The registries the suite was resolved from (its driver resolves methods there, not from the current
+        folder): None means the default lookup."""
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
         """Validation beyond the model (registered names, hyperparameters); problems carry JSON pointers."""

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 __all__ = [
+    "BudgetViolation",
     "CheckFailed",
     "CltError",
+    "DataAccessViolation",
     "InputError",
     "Problem",
     "Refusal",
@@ -79,6 +81,15 @@ class Refusal(CltError):
 
 class CheckFailed(CltError):
     """A check ran and failed (e.g. `clt protocol verify` found a changed protocol). Exit code 1."""
+
+
+class BudgetViolation(RuntimeError):
+    """A method spent what the suite did not give it (updates outside the suite's loop, more replay than declared):
+    the run fails with this reason, which the report lists among the failed runs."""
+
+
+class DataAccessViolation(RuntimeError):
+    """A method asked for data the suite does not give methods (test, validation or held-out data)."""
 
 
 def json_pointer(loc: tuple[Any, ...] | list[Any]) -> str:

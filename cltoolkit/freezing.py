@@ -43,7 +43,8 @@ def freeze(
             f"is never edited or re-frozen: make a new version with `clt protocol bump {path.stem}`"
         )
     loaded = load_protocol(path, registries(project.components_file))
-    suite = registries(project.components_file).suite.get(loaded.model.suite)()
+    regs = registries(project.components_file)
+    suite = regs.suite.get(loaded.model.suite)(regs)
     problems = [Problem(f"{path}: {p.where}", p.message) for p in _envelope_checks(loaded)]
     problems += [Problem(f"{path}: {p.where}", p.message) for p in declared_change_problems(project, loaded.document)]
     problems += [

@@ -214,7 +214,7 @@ def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> 
     loaded = load_protocol(project.resolve_protocol(ref), regs)
     protocol = loaded.model
     key, records = _pilot_records(project, loaded, pilot_hash)
-    suite = regs.suite.get(protocol.suite)()
+    suite = regs.suite.get(protocol.suite)(regs)
     cells = len([c for c in suite.cells(protocol) if c is not None]) or 1
     n_declared = declared_replicates(protocol, cells)
     tasks = len(suite.tasks(protocol))
@@ -246,7 +246,8 @@ def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> 
 def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]:
     """Warnings for `clt protocol freeze`: gates whose declared seeds give less than the declared power."""
     protocol = loaded.model
-    suite = registries(project.components_file).suite.get(protocol.suite)()
+    regs = registries(project.components_file)
+    suite = regs.suite.get(protocol.suite)(regs)
     cells = len([c for c in suite.cells(protocol) if c is not None]) or 1
     n_declared = declared_replicates(protocol, cells)
     tasks = len(suite.tasks(protocol))

@@ -9,6 +9,11 @@ plugin runs against its own components (as Gymnasium's environment checker does 
     from cltoolkit.plugin import check_registered
     def test_my_components():
         assert check_registered(origin="plugin my-plugin") == []
+
+Continual-learning methods subclass their suite's method interface: `Nav4Method` (hooks of the nav4 suite's PPO
+learner; `Params` subclass `Nav4AgentParams`) or `WorldModelMethod` (hooks of the wmf suite's world-model
+training). The suite owns the data, the budget and the evaluation; the method owns the learning. The types their
+hooks receive are in the modules `cltoolkit.plugin.nav4` and `cltoolkit.plugin.wmf` (the suites' `api` modules).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from cltoolkit.components import (
     Method,
     Metric,
     Suite,
+    method_problems,
     value_problems,
 )
 from cltoolkit.errors import CltError, InputError
@@ -34,6 +40,12 @@ from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.registry import Registries, registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, RunOutput, RunSpec
+from cltoolkit.suites.nav4 import api as nav4
+from cltoolkit.suites.nav4.api import Nav4Method
+from cltoolkit.suites.nav4.methods import AgentParams as Nav4AgentParams
+from cltoolkit.suites.nav4.methods import ReplayParams as Nav4ReplayParams
+from cltoolkit.suites.wmf import api as wmf
+from cltoolkit.suites.wmf.api import WorldModelMethod
 
 __all__ = [
     "NUMBER",
@@ -45,6 +57,9 @@ __all__ = [
     "GridPoint",
     "Method",
     "Metric",
+    "Nav4AgentParams",
+    "Nav4Method",
+    "Nav4ReplayParams",
     "Params",
     "ProtocolBase",
     "Registries",
@@ -52,10 +67,13 @@ __all__ = [
     "RunRecord",
     "RunSpec",
     "Suite",
+    "WorldModelMethod",
     "check_component",
     "check_registered",
+    "nav4",
     "registries",
     "value_problems",
+    "wmf",
 ]
 
 Params = Strict
@@ -85,6 +103,8 @@ def check_component(kind: str, name: str, component: Any, regs: Registries | Non
         suite = getattr(component, "suite", None)
         if not isinstance(suite, str) or suite not in regs.suite:
             problems.append(f"{where}: `suite` must name a registered suite, got {suite!r}")
+        elif kind == "method":
+            problems.extend(f"{where}: {line}" for line in method_problems(regs.suite.get(suite), name, component))
     if kind == "method":
         if not getattr(component, "summary", ""):
             problems.append(f"{where}: give a one-line `summary` (shown by `clt list`)")

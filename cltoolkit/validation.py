@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cltoolkit.components import Suite, method_problems
 from cltoolkit.errors import Problem, ValidationFailed, pydantic_problems
 from cltoolkit.protocol.load import display_path, load_json_file
 from cltoolkit.protocol.models import ProtocolBase
@@ -30,10 +31,10 @@ def validate_document(
         raise ValidationFailed(problems=[Problem(f"{source}: /suite", "required string field missing")])
     if suite_name not in regs.suite:
         raise ValidationFailed(problems=[Problem(f"{source}: /suite", regs.suite.unknown_message(suite_name))])
-    suite = regs.suite.get(suite_name)()
+    suite = regs.suite.get(suite_name)(regs)
     model = validate_structure(document, source, suite.protocol_model)
     problems = id_problems(model, source, expected_id)
-    problems.extend(_check_registered(model, regs, source))
+    problems.extend(_check_registered(model, regs, source, type(suite)))
     problems.extend(Problem(f"{source}: {p.where}", p.message) for p in suite.check(model))
     problems.extend(_stage_cells(model, [c for c in suite.cells(model) if c is not None], source))
     if problems:
@@ -54,7 +55,7 @@ def _stage_cells(model: ProtocolBase, known: list[str], source: str) -> list[Pro
     return problems
 
 
-def _check_registered(model: ProtocolBase, regs: Registries, source: str) -> list[Problem]:
+def _check_registered(model: ProtocolBase, regs: Registries, source: str, suite: type[Suite]) -> list[Problem]:
     problems = []
     for i, comp in enumerate(model.comparisons):
         where = f"{source}: /comparisons/{i}"
@@ -68,6 +69,8 @@ def _check_registered(model: ProtocolBase, regs: Registries, source: str) -> lis
                     f"{where}/method", f"method {comp.method!r} belongs to suite {method.suite!r}, not {model.suite!r}"
                 )
             )
+        else:
+            problems.extend(Problem(f"{where}/method", line) for line in method_problems(suite, comp.method, method))
         if method.Params is not None:
             try:
                 method.Params.model_validate_json(json.dumps(comp.hyperparameters), strict=True)

@@ -51,10 +51,11 @@ def test_a_short_wmf_cell_on_cuda_is_finite_and_close_to_the_cpu(tmp_path: Path)
     """Same protocol, seed and data; models, batches and losses on CUDA. Float32 kernels differ between devices,
     so the metrics agree closely, not bit for bit."""
     from cltoolkit.suites.wmf.driver import run_cell
+    from cltoolkit.suites.wmf.suite import make_method
 
     protocol = _tiny(tmp_path)
-    cpu = run_cell(protocol, "minigrid-min", "finetuning", {}, 0, tmp_path / "cpu", "cpu")
-    gpu = run_cell(protocol, "minigrid-min", "finetuning", {}, 0, tmp_path / "gpu", "cuda")
+    cpu = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "cpu", "cpu")
+    gpu = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "gpu", "cuda")
     for key in ("pf", "rd", "reconAAfterA", "reconBAfterB", "nllAAfterA"):
         a, b = cpu["metrics"][key], gpu["metrics"][key]
         assert math.isfinite(b)

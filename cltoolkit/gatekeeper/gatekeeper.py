@@ -182,7 +182,7 @@ def gatekeep(
     where = str(store.folder)
     scan = store.scan()
     records = list(scan.records.values())
-    suite = regs.suite.get(protocol.suite)()
+    suite = regs.suite.get(protocol.suite)(regs)
     analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
     refuse_untrusted(scan, where, protocol, lock.sha256, planned_points(suite, protocol), analysis)
     check_no_duplicates(scan, where)

@@ -102,8 +102,12 @@ def apply_sets(document: dict[str, Any], sets: Sequence[str]) -> dict[str, Any]:
     return doc
 
 
-def plan_runs(loaded: LoadedProtocol, stage: str | None, selection: Selection = Selection()) -> list[GridPoint]:
-    suite = registries().suite.get(loaded.model.suite)()
+def plan_runs(
+    loaded: LoadedProtocol, stage: str | None, selection: Selection = Selection(), regs: Registries | None = None
+) -> list[GridPoint]:
+    """The stage's grid points that `selection` keeps; `regs` are the project's registries (default: looked up)."""
+    regs = regs or registries()
+    suite = regs.suite.get(loaded.model.suite)(regs)
     return [p for p in suite.plan(loaded.model, stage) if selection.keep(p)]
 
 
@@ -212,7 +216,7 @@ def run_protocol(
             "(its runs plan the study and never report results)"
         )
     if executor == "local":  # on a cluster the workers' devices are not this machine's
-        problem = regs.suite.get(loaded.model.suite)().device_problem(device)
+        problem = regs.suite.get(loaded.model.suite)(regs).device_problem(device)
         if problem is not None:
             raise Refusal(f"--device {device}: {problem}")
     base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
@@ -251,7 +255,7 @@ def _run_locked(
     scan = store.scan()
     store.refuse_corrupt(scan)
     store.refuse_foreign(scan, digest)
-    points = plan_runs(loaded, stage, selection)
+    points = plan_runs(loaded, stage, selection, regs)
     stage_id = loaded.model.stage(stage).id
     todo = [p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")]
     summary = RunSummary(loaded.id, digest, pilot, store.folder, len(points), len(points) - len(todo))

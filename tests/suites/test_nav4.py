@@ -84,12 +84,15 @@ def test_registered_with_gymnasium() -> None:
 
 
 def test_evaluation_cannot_change_the_agent() -> None:
-    from cltoolkit.suites.nav4.agent import Agent, Ledger, evaluate, state_checksum
-    from cltoolkit.suites.nav4.suite import ReplayParams
+    from cltoolkit.suites.nav4.agent import Learner, Ledger, evaluate, state_checksum
+    from cltoolkit.suites.nav4.api import TaskStart
+    from cltoolkit.suites.nav4.suite import make_method
 
     doc = read(REPO / "protocols" / "nav4-v1.json")
-    params = ReplayParams.model_validate(doc["comparisons"][2]["hyperparameters"], strict=False)
-    agent = Agent(params, 15, 0, replay=True, cloning=1.0)
+    method = make_method("nav4.replay-cloning", doc["comparisons"][2]["hyperparameters"])
+    agent = Learner(method.params, 15, 0, Ledger(), method)
+    method.begin_task(agent, TaskStart("goal", 0, ("goal",), 0))
+    assert agent.memory is not None
     before = state_checksum(agent.net, agent.memory)
     ledger = Ledger()
     evaluate(agent, "goal", [2_000_000, 2_000_001], False, ledger, size=9, max_steps=100, min_path=4)
@@ -231,17 +234,17 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     import numpy as np
     import torch
 
-    from cltoolkit.suites.nav4.agent import Agent
+    from cltoolkit.suites.nav4.agent import Learner, Ledger
+    from cltoolkit.suites.nav4.suite import make_method
     from cltoolkit.validation import load_protocol
 
     v2 = load_protocol(REPO / "protocols" / "nav4-v2.json").model
     comp = v2.comparison("candidate")
-    from cltoolkit.suites.nav4.suite import ReplayParams
-
-    params = ReplayParams.model_validate(comp.hyperparameters, strict=False)
-    assert params.cloneFrom == "completed-phases"
+    method = make_method(comp.method, comp.hyperparameters)
+    assert method.params.cloneFrom == "completed-phases"
     canvas = 2 * v2.environment.gridSize - 3
-    agent = Agent(params, canvas, 0, replay=True, cloning=1.0, clone_completed_only=True)
+    agent = Learner(method.params, canvas, 0, Ledger(), method)
+    v1_method = make_method(comp.method, {**comp.hyperparameters, "cloneFrom": "all-memory"})
     n = 6
     batch = {
         "obs": torch.zeros((n, len(CHANNELS), canvas, canvas)),
@@ -253,12 +256,11 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
         "logits": torch.full((n, len(ACTIONS)), 3.0).scatter(1, torch.zeros((n, 1), dtype=torch.int64), 9.0),
         "task": torch.zeros(n, dtype=torch.int64),
     }
-    agent.phase = 0  # every sample is of the phase in progress: no cloning term at all
-    plain = agent._ppo_loss(batch, normalize=True)
-    assert torch.isclose(agent._replay_loss(batch), plain)
-    agent.phase = 1  # the same samples now belong to a completed phase: the cloning terms apply
-    assert agent._replay_loss(batch) > plain + 1.0
-    agent.clone_completed_only = False
-    agent.phase = 0
-    assert agent._replay_loss(batch) > plain + 1.0  # nav4-v1: every sample in memory is cloned
+    method.task = 0  # every sample is of the phase in progress: no cloning term at all
+    plain = agent.policy_loss(batch)
+    assert torch.isclose(method._replay_loss(agent, batch), plain)
+    method.task = 1  # the same samples now belong to a completed phase: the cloning terms apply
+    assert method._replay_loss(agent, batch) > plain + 1.0
+    v1_method.task = 0
+    assert v1_method._replay_loss(agent, batch) > plain + 1.0  # nav4-v1: every sample in memory is cloned
     assert np.isfinite(float(plain.detach()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,34 @@ pytest.importorskip("minigrid")
 from cltoolkit.suites.wmf import evaluate as ev  # noqa: E402
 from cltoolkit.suites.wmf.models import WmfProtocol  # noqa: E402
 from cltoolkit.suites.wmf.train import fisher_diagonal  # noqa: E402
-from cltoolkit.suites.wmf.world import RSSM, UGMTM, ProgressiveRSSM, build  # noqa: E402
+from cltoolkit.suites.wmf.world import RSSM, UGMTM, ProgressiveRSSM  # noqa: E402
+
+_BY_ARCH = {
+    "rssm": "wmf.finetuning",
+    "finetuning": "wmf.finetuning",
+    "ug_mtm": "wmf.ug-mtm",
+    "progressive_nets": "wmf.progressive-nets",
+}
+
+
+def build(model: dict[str, Any], arch: str, action: int, hyper: dict[str, Any] | None = None) -> RSSM:
+    """A method's model as the suite builds it (through the method interface), from a model section."""
+    from cltoolkit.suites.wmf.api import ModelSpec
+    from cltoolkit.suites.wmf.suite import make_method
+
+    name = _BY_ARCH[arch]
+    hyper = hyper or {}
+    if name == "wmf.finetuning":
+        hyper = {}
+    elif name == "wmf.progressive-nets":
+        hyper = {k: v for k, v in hyper.items() if k == "lateral"}
+    method = make_method(name, hyper)
+    spec = ModelSpec(model["latent"], model["hidden"], action, tuple(model["channels"]), model["beta"])
+    built = method.build(spec)
+    if model.get("decoder", "1x1") == "2x2-crop":
+        built.vae.use_seed_decoder()
+    return built
+
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"latent": 8, "hidden": 16, "channels": [4, 8, 8, 16], "beta": 1.0}
@@ -130,11 +158,12 @@ def test_runs_share_stages_and_are_deterministic(tmp_path: Path) -> None:
     """Two runs of one seed give identical metrics; the second method reuses the first's data, task-A phase and
     reference stages (and says so), and a fresh store recomputes them bit-identically."""
     from cltoolkit.suites.wmf.driver import run_cell
+    from cltoolkit.suites.wmf.suite import make_method
 
     protocol = _tiny(tmp_path)
-    first = run_cell(protocol, "minigrid-min", "finetuning", {}, 0, tmp_path / "a")
-    ewc = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0}, 0, tmp_path / "a")
-    again = run_cell(protocol, "minigrid-min", "finetuning", {}, 0, tmp_path / "b")
+    first = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "a")
+    ewc = run_cell(protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, tmp_path / "a")
+    again = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "b")
     assert first["reused"] == [] and again["reused"] == []
     assert first["metrics"] == again["metrics"]
     reused = {r.split(":")[0] for r in ewc["reused"]}
@@ -144,7 +173,7 @@ def test_runs_share_stages_and_are_deterministic(tmp_path: Path) -> None:
     assert ewc["metrics"]["reconAAfterA"] == first["metrics"]["reconAAfterA"]  # same task-A model
     assert first["metrics"]["dParam"] is None and first["metrics"]["pis"] is None
     assert len(first["metrics"]["curves"]["A"]) == 3
-    other_seed = run_cell(protocol, "minigrid-min", "finetuning", {}, 1, tmp_path / "a")
+    other_seed = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 1, tmp_path / "a")
     assert other_seed["metrics"]["stages"]["phase-A-rssm"] != first["metrics"]["stages"]["phase-A-rssm"]
 
 
@@ -371,7 +400,6 @@ def test_a_mean_outside_the_seeds_range_never_prints_equal_to_its_bound() -> Non
 
 
 def test_the_seed_decoder_reshapes_to_2x2_and_crops_80_to_64() -> None:
-    from cltoolkit.suites.wmf.world import build
 
     model = {"latent": 8, "hidden": 16, "channels": [4, 8, 16, 32], "beta": 1.0}
     default = build(model, "rssm", 3)
@@ -389,7 +417,6 @@ def test_the_seed_decoder_reshapes_to_2x2_and_crops_80_to_64() -> None:
 
 def test_the_ewc_penalty_factor_half_or_full() -> None:
     from cltoolkit.suites.wmf.train import EwcPenalty
-    from cltoolkit.suites.wmf.world import build
 
     model = build({"latent": 4, "hidden": 8, "channels": [4, 4, 8, 8], "beta": 1.0}, "rssm", 2)
     anchor = {n: p.detach().clone() + 0.5 for n, p in model.named_parameters() if n.startswith("gru")}
@@ -402,7 +429,6 @@ def test_the_ewc_penalty_factor_half_or_full() -> None:
 
 
 def test_the_seed_progressive_column_reads_a_lateral_projection_of_the_shared_state() -> None:
-    from cltoolkit.suites.wmf.world import build
 
     model = {"latent": 4, "hidden": 6, "channels": [4, 4, 8, 8], "beta": 1.0}
     seed = build(model, "progressive_nets", 2, {"lateral": "shared-state"})
@@ -429,19 +455,22 @@ def test_the_seed_options_run_a_cell_end_to_end(tmp_path: Path) -> None:
     import math
 
     from cltoolkit.suites.wmf.driver import run_cell
+    from cltoolkit.suites.wmf.suite import make_method
 
     doc = _tiny_doc()
     doc["model"]["decoder"] = "2x2-crop"
     protocol = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
     store = tmp_path / "s"
-    prog = run_cell(protocol, "minigrid-min", "progressive_nets", {"lateral": "shared-state"}, 0, store)
-    half = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0}, 0, store)
-    full = run_cell(protocol, "minigrid-min", "ewc", {"lambda": 1000.0, "penalty": "full"}, 0, store)
+    prog = run_cell(
+        protocol, "minigrid-min", make_method("wmf.progressive-nets", {"lateral": "shared-state"}), 0, store
+    )
+    half = run_cell(protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, store)
+    full = run_cell(protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0, "penalty": "full"}), 0, store)
     pooled = {"taskAShare": 0.5, "sampling": "uniform-episodes"}
-    replay = run_cell(protocol, "minigrid-min", "replay_infinite", pooled, 0, store)
+    replay = run_cell(protocol, "minigrid-min", make_method("wmf.replay-infinite", pooled), 0, store)
     doc["families"][0]["rendering"] = "default-resized"
     seeded = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
-    ug = run_cell(seeded, "minigrid-min", "ug_mtm", SEED_UG, 0, tmp_path / "u")
+    ug = run_cell(seeded, "minigrid-min", make_method("wmf.ug-mtm", SEED_UG), 0, tmp_path / "u")
     assert math.isfinite(ug["metrics"]["pf"]) and ug["metrics"]["reconARandomInit"] > 0
     assert ug["metrics"]["firstUpdateReconstructionLossA"] is not None
     # its own task A, the plain task-A reference, the task-B reference and its task B

@@ -49,7 +49,7 @@ class LadderSuite(Suite):
 
         assert isinstance(protocol, LadderProtocol)
         comp = protocol.comparison(spec.comparison)
-        method = registries().method.get(comp.method)
+        method = (self.regs or registries()).method.get(comp.method)
         params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
         model = method.build(params, protocol, np.random.default_rng(spec.seed))
         control = protocol.rungs.control

@@ -1,6 +1,6 @@
-"""The nav4 learning agent: PPO with a small CNN on the egocentric full-grid observation, batched over
-environments, plus the replay variants (reservoir replay, and replay with behaviour and value cloning of the old
-policy, CLEAR-style). Imports torch: only the worker process of a nav4 run loads this module.
+"""The nav4 suite's learner: PPO on the method's network (by default a small CNN on the egocentric full-grid
+observation), batched over environments, calling the method's hooks (`api.py`); the reservoir memory a method can
+ask for. Imports torch: only the worker process of a nav4 run loads this module.
 
 Ledger conventions (the budget clauses compare them): `environmentSteps` counts training interactions only;
 evaluation episodes go to `evaluationSteps`. Every optimizer step is counted once: a step whose minibatch mixes
@@ -13,46 +13,26 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from minigrid.core.world_object import Door
 from torch import nn
 
+from cltoolkit.errors import BudgetViolation, DataAccessViolation
+from cltoolkit.suites.nav4.api import Minibatch, Nav4Method, Rollout, _suite_rollout
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, Nav4Env
+from cltoolkit.suites.nav4.net import Net
 
-__all__ = ["Agent", "Ledger", "Net", "Reservoir", "VecTasks", "evaluate", "state_checksum"]
+__all__ = ["Learner", "Ledger", "Net", "Reservoir", "VecTasks", "evaluate", "state_checksum"]
+
+T = TypeVar("T")
 
 TOGGLE = ACTIONS.index(5)
-
-
-class Net(nn.Module):
-    """Small CNN: three 3x3 convolutions (16, 32, 32; the last two with stride 2), a 128-unit layer, policy
-    logits over the five actions and a value head."""
-
-    def __init__(self, canvas: int) -> None:
-        super().__init__()
-        self.body = nn.Sequential(
-            nn.Conv2d(len(CHANNELS), 16, 3, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(32, 32, 3, stride=2, padding=1),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
-        with torch.no_grad():
-            n = self.body(torch.zeros(1, len(CHANNELS), canvas, canvas)).shape[1]
-        self.hidden = nn.Sequential(nn.Linear(n, 128), nn.ReLU())
-        self.policy = nn.Linear(128, len(ACTIONS))
-        self.value = nn.Linear(128, 1)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.hidden(self.body(obs.float()))
-        return self.policy(h), self.value(h).squeeze(-1)
 
 
 @dataclass
@@ -131,11 +111,14 @@ class VecTasks:
 
 
 class Reservoir:
-    """Fixed-capacity reservoir sample over every transition offered (uniform over all tasks seen)."""
+    """Fixed-capacity reservoir sample over every transition offered (uniform over all tasks seen). A method makes
+    one with `Learner.new_memory`; it is filled from suite-made training rollouts only, and every sample drawn from
+    it is counted in the run's ledger as it is drawn."""
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], rng: np.random.Generator) -> None:
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], rng: np.random.Generator, ledger: Ledger) -> None:
         self.capacity = capacity
         self.rng = rng
+        self.ledger = ledger
         self.seen = 0
         self.obs = np.zeros((capacity, *obs_shape), dtype=np.uint8)
         self.actions = np.zeros(capacity, dtype=np.int64)
@@ -149,7 +132,15 @@ class Reservoir:
     def __len__(self) -> int:
         return min(self.seen, self.capacity)
 
-    def offer(self, batch: dict[str, np.ndarray], task_index: np.ndarray) -> None:
+    def add(self, rollout: Rollout) -> None:
+        """Offer every sample of a training rollout (the only way in: evaluation makes no `Rollout`)."""
+        if not isinstance(rollout, Rollout):
+            raise DataAccessViolation(
+                f"a replay memory takes training rollouts the suite handed to observe(), got {type(rollout).__name__}"
+            )
+        self._offer(rollout.batch, rollout.tasks)
+
+    def _offer(self, batch: Mapping[str, np.ndarray], task_index: np.ndarray) -> None:
         for k in range(len(batch["actions"])):
             self.seen += 1
             slot = self.seen - 1 if self.seen <= self.capacity else int(self.rng.integers(self.seen))
@@ -163,9 +154,13 @@ class Reservoir:
                 self.logits[slot] = batch["logits"][k]
                 self.task[slot] = task_index[k]
 
-    def sample(self, n: int) -> dict[str, np.ndarray]:
+    def sample(self, n: int, device: str = "cpu") -> dict[str, torch.Tensor]:
+        """`n` stored samples drawn uniformly with replacement, as tensors on `device`; counted in the ledger
+        (replayed samples, samples processed)."""
         idx = self.rng.integers(len(self), size=n)
-        return {
+        self.ledger.replaySamples += n
+        self.ledger.samplesProcessed += n
+        arrays = {
             "obs": self.obs[idx],
             "actions": self.actions[idx],
             "logp": self.logp[idx],
@@ -175,6 +170,7 @@ class Reservoir:
             "logits": self.logits[idx],
             "task": self.task[idx].astype(np.int64),
         }
+        return {key: torch.from_numpy(v).to(device) for key, v in arrays.items()}
 
     def contents(self) -> dict[str, int]:
         """Transitions held per task index (disclosed)."""
@@ -194,31 +190,53 @@ def state_checksum(net: nn.Module, memory: Reservoir | None) -> str:
     return h.hexdigest()
 
 
+def _guarded(net: nn.Module, hook: str, call: Callable[[], T]) -> T:
+    """Run a method hook that must not change the network's weights: a change is an update the suite did not make
+    or count, so the run fails as a budget violation."""
+    before = [p.detach().clone() for p in net.parameters()]
+    out = call()
+    if any(not torch.equal(b, p.detach()) for b, p in zip(before, net.parameters(), strict=True)):
+        raise BudgetViolation(
+            f"the method's {hook} changed the network's weights outside the suite's updates: every update is the "
+            "suite's, counted in the budget"
+        )
+    return out
+
+
 @dataclass
-class Agent:
-    """PPO (clipped surrogate, GAE, entropy bonus) with optional replay mixed into every minibatch."""
+class Learner:
+    """The suite's PPO learner (clipped surrogate, GAE, entropy bonus) on the method's network, with the method's
+    hooks: `observe` on every rollout, `extra_loss` on every minibatch."""
 
     params: Any
     canvas: int
     seed: int
-    replay: bool = False
-    cloning: float = 0.0
-    clone_completed_only: bool = False
-    """Cloning terms only on replayed samples of completed phases (never on the phase in progress)."""
+    ledger: Ledger
+    method: Nav4Method
     device: str = "cpu"
     """Torch device of the network (initialised on the CPU, then moved: every device starts from one init)."""
-    phase: int = field(init=False, default=0)
-    net: Net = field(init=False)
+    task: int = field(init=False, default=0)
+    """Task index of the phase in progress."""
+    net: nn.Module = field(init=False)
     memory: Reservoir | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         torch.manual_seed(self.seed)
         self.rng = np.random.default_rng([self.seed, 7])
         self.eval_rng = np.random.default_rng([self.seed, 11])  # evaluation never shifts training randomness
-        self.net = Net(self.canvas).to(self.device)
+        net = self.method.network(self.canvas)
+        if not isinstance(net, nn.Module):
+            raise TypeError(f"network() must return a torch.nn.Module, got {type(net).__name__}")
+        self.net = net.to(self.device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.params.learningRate, eps=1e-5)
-        if self.replay:
-            self.memory = Reservoir(self.params.capacity, (len(CHANNELS), self.canvas, self.canvas), self.rng)
+
+    def new_memory(self, capacity: int) -> Reservoir:
+        """A fixed-capacity reservoir memory for the method (one per learner), drawing from the learner's
+        generator; `evaluate` checks that evaluation leaves it unchanged."""
+        if self.memory is not None:
+            raise ValueError("this learner already has a memory")
+        self.memory = Reservoir(capacity, (len(CHANNELS), self.canvas, self.canvas), self.rng, self.ledger)
+        return self.memory
 
     def parameters_count(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
@@ -237,16 +255,16 @@ class Agent:
         self,
         vec: VecTasks,
         steps: int,
-        ledger: Ledger,
         task_index: Callable[[int], int],
         on_iteration: Callable[[int], None] | None = None,
     ) -> list[float]:
         """Collect `steps` interactions (rounded up to whole rollouts) and update after each rollout.
         Returns the training success rate per rollout (episodes finished in it)."""
         p = self.params
+        ledger = self.ledger
         n, t_len = len(vec.envs), p.rolloutSteps
         iterations = math.ceil(steps / (n * t_len))
-        self.phase = int(task_index(0))
+        self.task = int(task_index(0))
         curve = []
         for it in range(iterations):
             obs_buf = np.zeros((t_len, n, *vec.obs.shape[1:]), dtype=np.uint8)
@@ -283,33 +301,32 @@ class Agent:
                 "logits": logit_buf.reshape(-1, len(ACTIONS)),
             }
             tasks = np.array([task_index(i % n) for i in range(n)] * t_len, dtype=np.int8)
-            if self.memory is not None:
-                self.memory.offer(batch, tasks)
-            self._update(batch, ledger)
+            rollout = _suite_rollout(batch, tasks)
+            _guarded(self.net, "observe", partial(self.method.observe, self, rollout))
+            self._update(batch)
             curve.append(float(np.mean(successes)) if successes else 0.0)
             if on_iteration is not None:
                 on_iteration(it)
         return curve
 
-    def _update(self, batch: dict[str, np.ndarray], ledger: Ledger) -> None:
-        p = self.params
+    def _update(self, batch: dict[str, np.ndarray]) -> None:
+        p, ledger = self.params, self.ledger
         size = len(batch["actions"])
         mb = size // p.minibatches
-        n_replay = round(mb * p.replayFraction / (1 - p.replayFraction)) if self.memory is not None else 0
         for _ in range(p.epochs):
             order = self.rng.permutation(size)
             for k in range(p.minibatches):
                 idx = order[k * mb : (k + 1) * mb]
                 new = {key: torch.from_numpy(v[idx]).to(self.device) for key, v in batch.items()}
-                loss = self._ppo_loss(new, normalize=True)
-                share_new = 1.0
+                loss = self.policy_loss(new)
                 ledger.samplesProcessed += len(idx)
-                if n_replay and self.memory is not None and len(self.memory) > 0:
-                    old = {key: torch.from_numpy(v).to(self.device) for key, v in self.memory.sample(n_replay).items()}
-                    loss = loss + getattr(p, "replayLossWeight", 1.0) * self._replay_loss(old)  # x 1.0: exact
-                    share_new = mb / (mb + n_replay)
-                    ledger.replaySamples += n_replay
-                    ledger.samplesProcessed += n_replay
+                replayed_before = ledger.replaySamples
+                minibatch = Minibatch(new, len(idx))
+                term = _guarded(self.net, "extra_loss", partial(self.method.extra_loss, self, minibatch))
+                if term is not None:
+                    loss = loss + term
+                replayed = ledger.replaySamples - replayed_before
+                share_new = mb / (mb + replayed) if replayed else 1.0
                 self.opt.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.net.parameters(), p.maxGradNorm)
@@ -317,7 +334,9 @@ class Agent:
                 ledger.gradientUpdates += share_new
                 ledger.replayUpdates += 1.0 - share_new
 
-    def _ppo_loss(self, b: dict[str, torch.Tensor], normalize: bool) -> torch.Tensor:
+    def policy_loss(self, b: Mapping[str, torch.Tensor], normalize: bool = True) -> torch.Tensor:
+        """The PPO loss of a batch with stored behaviour log-probabilities and advantages (normalised over the
+        batch): clipped surrogate + value loss - entropy bonus, with the protocol's coefficients."""
         p = self.params
         logits, value = self.net(b["obs"])
         logp_all = torch.log_softmax(logits, -1)
@@ -332,25 +351,9 @@ class Agent:
         loss: torch.Tensor = policy + p.valueCoef * value_loss - p.entropyCoef * entropy
         return loss
 
-    def _replay_loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Replayed samples: the clipped surrogate with their stored behaviour probabilities and advantages; with
-        cloning > 0, plus KL(old policy || current) and value cloning towards the stored values (CLEAR-style)."""
-        loss = self._ppo_loss(b, normalize=True)
-        if self.cloning > 0:
-            if self.clone_completed_only:  # only behaviour of completed phases is cloned
-                keep = b["task"] < self.phase
-                if not bool(keep.any()):
-                    return loss
-                b = {key: value[keep] for key, value in b.items()}
-            logits, value = self.net(b["obs"])
-            old = torch.log_softmax(b["logits"], -1)
-            kl = (old.exp() * (old - torch.log_softmax(logits, -1))).sum(-1).mean()
-            loss = loss + self.cloning * (kl + 0.5 * (value - b["value"]).pow(2).mean())
-        return loss
-
 
 def evaluate(
-    agent: Agent,
+    agent: Learner,
     task: str,
     layout_seeds: Sequence[int],
     greedy: bool,

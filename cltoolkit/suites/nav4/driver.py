@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from cltoolkit.suites.nav4.agent import _guarded
+from cltoolkit.suites.nav4.api import Nav4Method, TaskEnd, TaskStart
 from cltoolkit.suites.nav4.layouts import cached_held_out, layout_pool
 from cltoolkit.suites.nav4.models import Nav4Protocol
 
 __all__ = ["run"]
-
-SEQUENTIAL = {"nav4.sequential": (False, 0.0), "nav4.uniform-replay": (True, 0.0), "nav4.replay-cloning": (True, None)}
 
 
 def _log(line: str) -> None:
@@ -30,17 +30,14 @@ def _constant(value: int) -> Callable[[int], int]:
 
 
 def run(
-    protocol: Nav4Protocol, comparison: str, seed: int, order: str | None, workdir: Path, device: str = "cpu"
+    protocol: Nav4Protocol, method: Nav4Method, seed: int, order: str | None, workdir: Path, device: str = "cpu"
 ) -> dict[str, Any]:
+    """One run of `method` (its hooks only: `api.py`) under its declared regime."""
     import torch
 
-    from cltoolkit.registry import registries
-    from cltoolkit.suites.nav4.agent import Agent, Ledger, VecTasks, evaluate
+    from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks, evaluate
 
-    comp = protocol.comparison(comparison)
-    method = registries().method.get(comp.method)
-    assert method.Params is not None
-    params = method.Params.model_validate(comp.hyperparameters, strict=False)
+    params = method.params
     torch.set_num_threads(params.torchThreads)
     env = protocol.environment
     tasks = protocol.task_order(order)
@@ -60,7 +57,7 @@ def run(
     curves: dict[str, Any] = {}
     start = time.monotonic()
 
-    def curve_hook(agent: Agent, task: str, vec: VecTasks, label: str, iterations: int) -> Any:
+    def curve_hook(agent: Learner, task: str, vec: VecTasks, label: str, iterations: int) -> Any:
         points = max(1, protocol.evaluation.curvePoints)
         every = max(1, iterations // points)
         xs: list[int] = []
@@ -74,49 +71,46 @@ def run(
         curves[label] = {"x": xs, "y": ys, "xLabel": "environment steps in the phase", "yLabel": "validation success"}
         return hook
 
-    if comp.method in SEQUENTIAL:
-        replay, cloning = SEQUENTIAL[comp.method]
-        coef = params.behaviourCloningCoef if cloning is None else cloning
-        clone_completed = getattr(params, "cloneFrom", "all-memory") == "completed-phases"
-        agent = Agent(
-            params, canvas, seed, replay=replay, cloning=coef, clone_completed_only=clone_completed, device=device
-        )
+    def phase(
+        learner: Learner, index: int, phase_tasks: list[str], steps: int, label: str, task_of: Callable[[int], int]
+    ) -> None:
+        """One training phase on `learner`: the method's boundary hooks around the suite's PPO loop."""
+        vec = VecTasks(phase_tasks, params.envs, pool, rng, size, limit, min_path, bonus)
+        iterations = math.ceil(steps / (params.envs * params.rolloutSteps))
+        hook = curve_hook(learner, phase_tasks[0], vec, label, iterations)
+        name = phase_tasks[0] if len(phase_tasks) == 1 else "joint"
+        start_ = TaskStart(name, index, tuple(phase_tasks), steps)
+        _guarded(learner.net, "begin_task", lambda: method.begin_task(learner, start_))
+        learner.train(vec, steps, task_of, on_iteration=hook)
+        last = method.regime != "sequential" or index == len(tasks) - 1
+        _guarded(learner.net, "end_task", lambda: method.end_task(learner, TaskEnd(name, index, last)))
+
+    if method.regime == "sequential":
+        learner = Learner(params, canvas, seed, ledger, method, device)
         matrix = []
         for i, task in enumerate(tasks):
-            vec = VecTasks([task], params.envs, pool, rng, size, limit, min_path, bonus)
-            iterations = math.ceil(budget / (params.envs * params.rolloutSteps))
-            hook = curve_hook(agent, task, vec, f"{task} (phase {i + 1})", iterations)
-            agent.train(vec, budget, ledger, _constant(i), on_iteration=hook)
-            matrix.append([evaluate(agent, t, tests[t], greedy, ledger, **kw) for t in tasks])
+            phase(learner, i, [task], budget, f"{task} (phase {i + 1})", _constant(i))
+            matrix.append([evaluate(learner, t, tests[t], greedy, ledger, **kw) for t in tasks])
             _log(
                 f"phase {i + 1} ({task}) done after {time.monotonic() - start:.0f} s: test success "
                 + ", ".join(f"{t} {v:.2f}" for t, v in zip(tasks, matrix[-1], strict=True))
             )
         phases = list(tasks)
-        models = [agent]
-    elif comp.method == "nav4.joint":
-        agent = Agent(params, canvas, seed, device=device)
-        vec = VecTasks(tasks, params.envs, pool, rng, size, limit, min_path, bonus)
-        total = budget * len(tasks)
-        iterations = math.ceil(total / (params.envs * params.rolloutSteps))
-        hook = curve_hook(agent, tasks[0], vec, f"joint ({tasks[0]} validation)", iterations)
-        agent.train(vec, total, ledger, lambda k: k % len(tasks), on_iteration=hook)
-        row = [evaluate(agent, t, tests[t], greedy, ledger, **kw) for t in tasks]
-        matrix, phases, models = [row], ["joint"], [agent]
-    elif comp.method == "nav4.specialist":
+        models = [learner]
+    elif method.regime == "joint":
+        learner = Learner(params, canvas, seed, ledger, method, device)
+        phase(learner, 0, list(tasks), budget * len(tasks), f"joint ({tasks[0]} validation)", lambda k: k % len(tasks))
+        row = [evaluate(learner, t, tests[t], greedy, ledger, **kw) for t in tasks]
+        matrix, phases, models = [row], ["joint"], [learner]
+    else:  # specialists: a fresh learner per task, each evaluated on its own task
         row, models = [], []
         for i, task in enumerate(tasks):
-            agent = Agent(params, canvas, seed * 1000 + i, device=device)
-            vec = VecTasks([task], params.envs, pool, rng, size, limit, min_path, bonus)
-            iterations = math.ceil(budget / (params.envs * params.rolloutSteps))
-            hook = curve_hook(agent, task, vec, f"{task} specialist", iterations)
-            agent.train(vec, budget, ledger, _constant(i), on_iteration=hook)
-            row.append(evaluate(agent, task, tests[task], greedy, ledger, **kw))
-            models.append(agent)
+            learner = Learner(params, canvas, seed * 1000 + i, ledger, method, device)
+            phase(learner, i, [task], budget, f"{task} specialist", _constant(i))
+            row.append(evaluate(learner, task, tests[task], greedy, ledger, **kw))
+            models.append(learner)
             _log(f"{task} specialist done after {time.monotonic() - start:.0f} s: test success {row[-1]:.2f}")
         matrix, phases = [row], ["specialists"]
-    else:
-        raise ValueError(f"nav4 cannot run method {comp.method!r}")
     memory = models[0].memory
     from cltoolkit.suites.nav4.analysis import METRICS, matrix_value
 

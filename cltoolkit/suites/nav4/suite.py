@@ -3,124 +3,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from cltoolkit.components import Method, Suite
+from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
-from cltoolkit.protocol._base import Strict
 from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.suites.nav4.api import Nav4Method
 from cltoolkit.suites.nav4.models import Nav4Protocol
 
 if TYPE_CHECKING:
+    from cltoolkit.registry import Registries
     from cltoolkit.run.spec import RunOutput, RunSpec
 
-__all__ = ["AgentParams", "Nav4Suite", "ReplayParams", "Sequential", "UniformReplay"]
+__all__ = ["Nav4Suite", "make_method"]
 
 
-class SubgoalBonus(Strict):
-    """Training-only shaping; success is always scored on the task's own reward."""
+def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries | None = None) -> Nav4Method:
+    """The method object of one run: the registered class `name`, its hyperparameters validated by its `Params`."""
+    from cltoolkit.registry import registries
 
-    keyPickup: float = Field(ge=0.0)
-    """Bonus on the first key pickup of an episode."""
-    doorOpen: float = Field(ge=0.0)
-    """Bonus on the first door opening of an episode."""
-
-
-class AgentParams(Strict):
-    """PPO agent shared by every nav4 comparison."""
-
-    envs: int = Field(ge=1)
-    """Parallel environments."""
-    rolloutSteps: int = Field(ge=1)
-    """Steps per environment per update."""
-    epochs: int = Field(ge=1)
-    """PPO epochs per update."""
-    minibatches: int = Field(ge=1)
-    """Minibatches per epoch."""
-    learningRate: float = Field(gt=0.0)
-    """Adam learning rate."""
-    clip: float = Field(gt=0.0)
-    """PPO clip range."""
-    entropyCoef: float = Field(ge=0.0)
-    """Entropy bonus coefficient."""
-    valueCoef: float = Field(ge=0.0)
-    """Value-loss coefficient."""
-    gamma: float = Field(gt=0.0, le=1.0)
-    """Discount."""
-    gaeLambda: float = Field(ge=0.0, le=1.0)
-    """GAE lambda."""
-    maxGradNorm: float = Field(gt=0.0)
-    """Gradient-norm clip."""
-    network: str
-    """Network name (e.g. `small-cnn`)."""
-    subgoalBonus: SubgoalBonus
-    """Training-only exploration help, identical for every comparison."""
-    torchThreads: int = Field(default=1, ge=1)
-    """Torch threads per run."""
-
-
-class ReplayParams(AgentParams):
-    """A PPO agent with a fixed-capacity reservoir replay memory over all tasks seen."""
-
-    capacity: int = Field(ge=1)
-    """Replay capacity in transitions (disclosed)."""
-    replayFraction: float = Field(gt=0.0, lt=1.0)
-    """How many replayed samples join each minibatch of m new ones: round(m f / (1 - f)), a share f of the samples
-    processed. A count, not a weight: their loss is added to the new samples' loss with weight `replayLossWeight` (a
-    sum of two means), and the update is counted as gradient and replay updates in proportion to the two counts."""
-    replayLossWeight: float = Field(default=1.0, ge=0.0)
-    """Weight of the replayed samples' loss in the sum with the new samples' loss (nav4-v1: 1, implicitly): the
-    replay weight is this loss weight; `replayFraction` only sets how many replayed samples are drawn."""
-    behaviourCloningCoef: float = Field(default=0.0, ge=0.0)
-    """Weight of the cloning terms on replayed samples (CLEAR-style): KL(stored policy || current policy) plus half
-    the squared error between the current and the stored value estimate; 0 for plain replay."""
-    cloneFrom: Literal["all-memory", "completed-phases"] = "all-memory"
-    """Which replayed samples the cloning terms act on: every sample in memory (nav4-v1), or only samples of
-    phases already completed, so that the phase in progress is never cloned towards its own early behaviour."""
-
-
-class Sequential(Method):
-    """Sequential training without replay: the forgetting baseline."""
-
-    suite: ClassVar[str] = "nav4"
-    Params = AgentParams
-    summary = "sequential PPO, no replay (forgetting baseline)"
-
-
-class UniformReplay(Method):
-    """Fixed-capacity uniform (reservoir) replay over all tasks seen."""
-
-    suite: ClassVar[str] = "nav4"
-    Params = ReplayParams
-    summary = "PPO with fixed-capacity reservoir replay"
-
-
-class ReplayCloning(Method):
-    """Replay plus behaviour cloning of the old policy on replayed states (CLEAR-style candidate)."""
-
-    suite: ClassVar[str] = "nav4"
-    Params = ReplayParams
-    summary = "replay + behaviour cloning of the old policy (CLEAR-style)"
-
-
-class Joint(Method):
-    """Joint training on all tasks at once (reference: different data access)."""
-
-    suite: ClassVar[str] = "nav4"
-    Params = AgentParams
-    summary = "joint multi-task PPO (reference)"
-
-
-class Specialist(Method):
-    """One network per task (reference: different capacity assumptions)."""
-
-    suite: ClassVar[str] = "nav4"
-    Params = AgentParams
-    summary = "single-task specialists (reference)"
+    cls = (regs or registries()).method.get(name)
+    if not (isinstance(cls, type) and issubclass(cls, Nav4Method)) or cls.Params is None:
+        raise TypeError(f"method {name!r} is not a cltoolkit.plugin.Nav4Method with Params: nav4 cannot run it")
+    params = cls.Params.model_validate(dict(hyperparameters), strict=False)
+    return cls(params=params, hyperparameters=dict(hyperparameters), name=name)
 
 
 class Nav4Suite(Suite):
@@ -128,11 +36,31 @@ class Nav4Suite(Suite):
 
     name = "nav4"
     protocol_model = Nav4Protocol
+    method_base = Nav4Method
     analysis = "nav4"
     summary = "four-task 9x9 MiniGrid navigation diagnostic (PPO agents, replay, references)"
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
+        """Beyond the registry and method-interface checks: every method's `Params` carries the PPO learner's fields
+        (subclasses `AgentParams`), task orders permute the tasks, every split has a seed range."""
+        from cltoolkit.registry import registries
+        from cltoolkit.suites.nav4.methods import AgentParams
+
         assert isinstance(protocol, Nav4Protocol)
+        regs = self.regs or registries()
+        for i, comp in enumerate(protocol.comparisons):
+            cls = regs.method.get(comp.method) if comp.method in regs.method else None
+            params = getattr(cls, "Params", None)
+            if (
+                isinstance(cls, type)
+                and issubclass(cls, Nav4Method)
+                and not (isinstance(params, type) and issubclass(params, AgentParams))
+            ):
+                yield Problem(
+                    f"/comparisons/{i}/method",
+                    f"method {comp.method!r}: its Params must subclass cltoolkit.plugin.Nav4AgentParams (the suite's "
+                    "PPO learner reads those fields)",
+                )
         tasks = {t.id for t in protocol.environment.tasks}
         for i, order in enumerate(protocol.seeds.taskOrders):
             if sorted(order.tasks) != sorted(tasks):
@@ -189,7 +117,9 @@ class Nav4Suite(Suite):
 
         assert isinstance(protocol, Nav4Protocol)
         device = resolve_device(spec.device)
-        out = run(protocol, spec.comparison, spec.seed, spec.order, workdir, device)
+        comp = protocol.comparison(spec.comparison)
+        method = make_method(comp.method, comp.hyperparameters, self.regs)
+        out = run(protocol, method, spec.seed, spec.order, workdir, device)
         return RunOutput(
             metrics=out["metrics"], budget=out["budget"], device=describe_device(device), precision="float32"
         )

@@ -75,7 +75,7 @@ class SessionsSuite(Suite):
 
         assert isinstance(protocol, SessionsProtocol)
         comp = protocol.comparison(spec.comparison)
-        method = registries().method.get(comp.method)
+        method = (self.regs or registries()).method.get(comp.method)
         params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
         streams = [np.random.default_rng(s) for s in np.random.SeedSequence(spec.seed).spawn(4)]
         main = simulate(protocol, protocol.cohort("main"), streams[0])

@@ -8,23 +8,33 @@ own. Every seed below is derived from the run seed and the stage's role, never f
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from cltoolkit.errors import BudgetViolation
 from cltoolkit.suites.wmf import evaluate as ev
+from cltoolkit.suites.wmf.api import (
+    ImportanceSet,
+    Minibatch,
+    ModelSpec,
+    Sampling,
+    TaskEnd,
+    TaskStart,
+    WorldModelMethod,
+    _episodes_of,
+    _suite_training_set,
+)
 from cltoolkit.suites.wmf.envs import Episodes, collect, make_env
 from cltoolkit.suites.wmf.models import Family, TaskRef, WmfProtocol
 from cltoolkit.suites.wmf.stages import StageCache
-from cltoolkit.suites.wmf.train import EwcPenalty, fisher_diagonal, state, train_phase
-from cltoolkit.suites.wmf.world import RSSM, build, gaussian_kl
+from cltoolkit.suites.wmf.train import Phase, state, train_phase
+from cltoolkit.suites.wmf.world import RSSM, gaussian_kl
 
-__all__ = ["PLAIN", "run_cell"]
-
-PLAIN = ("finetuning", "replay_infinite", "ewc", "progressive_nets")
-"""Methods whose task-A phase is the plain RSSM's (shared)."""
+__all__ = ["run_cell"]
 
 
 def derived_seed(*parts: object) -> int:
@@ -73,12 +83,38 @@ def _data(
     return value
 
 
-def _fresh(
-    protocol: WmfProtocol, method: str, width: int, ug: dict[str, Any] | None, seed: int, device: str = "cpu"
-) -> RSSM:
+def _fresh(protocol: WmfProtocol, build: Callable[[ModelSpec], RSSM], width: int, seed: int, device: str) -> RSSM:
     """A freshly initialised model (on the CPU, so every device starts from the same weights), then moved."""
     torch.manual_seed(derived_seed(seed, "init"))
-    return build(protocol.model.model_dump(mode="json"), method, width, ug).to(device)
+    m = protocol.model
+    model = build(ModelSpec(m.latent, m.hidden, width, m.channels, m.beta))
+    if not isinstance(model, RSSM):
+        raise TypeError(f"build() must return a cltoolkit RSSM (or a subclass), got {type(model).__name__}")
+    if m.decoder == "2x2-crop":
+        model.vae.use_seed_decoder()
+    return model.to(device)
+
+
+def _plain(spec: ModelSpec) -> RSSM:
+    return RSSM(spec.latent, spec.hidden, spec.action, spec.channels, spec.beta)
+
+
+def _parameter_values(model: RSSM) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def _guarded(model: RSSM, hook: str, call: Callable[[], None]) -> None:
+    """Run a method hook that must not change any existing parameter's values (surgery may add parameters and
+    freeze some); a change is a budget violation: compute the suite did not count."""
+    before = _parameter_values(model)
+    call()
+    after = dict(model.named_parameters())
+    changed = sorted(n for n, v in before.items() if n in after and not torch.equal(v, after[n].detach()))
+    if changed:
+        raise BudgetViolation(
+            f"the method's {hook} changed parameter values outside the suite's updates ({', '.join(changed[:3])}"
+            f"{', ...' if len(changed) > 3 else ''}): every update is the suite's, counted in the budget"
+        )
 
 
 def _rows(data: Episodes, n: int, seed: int, role: str, skip: np.ndarray | None = None) -> np.ndarray:
@@ -93,15 +129,15 @@ def _rows(data: Episodes, n: int, seed: int, role: str, skip: np.ndarray | None 
 def run_cell(
     protocol: WmfProtocol,
     cell: str,
-    method: str,
-    params: dict[str, Any],
+    method: WorldModelMethod,
     seed: int,
     store: Path,
     device: str = "cpu",
 ) -> dict[str, Any]:
     """Train and evaluate one (cell, method, seed) on `device` (a torch device string); returns the record's
-    metrics, budget and reused stages. Stages are cached on the CPU, so a stage trained on one device is reused on
-    another; its key says nothing about the device."""
+    metrics, budget and reused stages. The method is called through its public hooks only (`api.py`). Stages are
+    cached on the CPU, so a stage trained on one device is reused on another; its key says nothing about the
+    device."""
     torch.set_num_threads(protocol.training.torchThreads)
     family, level = protocol.cell(cell)
     cache = StageCache(store)
@@ -111,10 +147,10 @@ def run_cell(
         for task, ref in (("A", level.taskA), ("B", level.taskB))
         for split in ("train", "heldout")
     }
+    training = {task: _suite_training_set(data[task, "train"], task) for task in ("A", "B")}
     width = int(data["A", "train"].actions.shape[-1])
     if int(data["B", "train"].actions.shape[-1]) != width:
         raise ValueError(f"{cell}: tasks A and B have different action widths")
-    ug = params if method == "ug_mtm" or (method == "progressive_nets" and params) else None  # v1: progressive {}
     data_key = {f"{split}-{task}": cache.used[f"data-{split}-{task}"] for task, split in data}
     model_key = {
         "model": protocol.model.model_dump(mode="json"),
@@ -123,68 +159,103 @@ def run_cell(
         "seed": seed,
     }
     batch = cfg.batch
+    stream = method.stream_name
 
-    def phase(arch: str, task: str) -> dict[str, Any]:
-        model = _fresh(protocol, arch, width, ug, seed, device)
+    def start(task: str) -> TaskStart:
+        return TaskStart(task, "AB".index(task), training[task], batch, cfg.updatesPerTask)
+
+    replayed: dict[str, int] = {}
+    """Per task phase: windows drawn from other tasks' training data (counted by the suite)."""
+
+    def train(model: RSSM, task: TaskStart, seed_: int, hooks: bool) -> Phase:
+        """One task phase; with `hooks`, the method's surgery, sampling and loss term (else the task's windows)."""
+        sampling = Sampling([(task.training, batch)])
+        extra: Callable[[RSSM, torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None
+        if hooks:
+            _guarded(model, "begin_task", lambda: method.begin_task(model, task))
+            sampling = method.sampling(task)
+
+            def extra(m: RSSM, obs: torch.Tensor, actions: torch.Tensor, step: int) -> torch.Tensor | None:
+                return method.extra_loss(m, Minibatch(obs, actions, task.task, step))
+
+        sources = [(_episodes_of(src, "sampling()"), int(n)) for src, n in sampling.sources]
+        if sum(n for _, n in sources) != batch or any(n < 0 for _, n in sources):
+            raise BudgetViolation(
+                f"sampling() asks for {[n for _, n in sources]} windows per update; they must sum to the batch, {batch}"
+            )
+        log = train_phase(model, sources, cfg, seed_, extra, uniform_episodes=sampling.uniform_episodes)
+        replayed[task.task] = sum(
+            n for (src, _), n in zip(sampling.sources, log.drawn, strict=True) if src.task != task.task
+        )
+        return log
+
+    def phase(build: Callable[[ModelSpec], RSSM], task: str, hooks: bool) -> dict[str, Any]:
+        model = _fresh(protocol, build, width, seed, device)
         init = state(model)
-        log = train_phase(model, [(data[task, "train"], batch)], cfg, derived_seed(seed, "phase", task))
+        log = train(model, start(task), derived_seed(seed, "phase", task), hooks)
         return {"init": init, "state": state(model), "curve": log.curve, "nanSteps": log.nan_steps,
-                "firstLoss": log.first, "lastLoss": log.last}  # fmt: skip
+                "firstLoss": log.first, "lastLoss": log.last,
+                "method": method.state_dict() if hooks else {}}  # fmt: skip
 
-    arch_a = "rssm" if method in PLAIN else method
+    own = method.own_task_a_model
+    arch_a = stream if own else "rssm"
     stage_a, _ = cache.get(
         f"phase-A-{arch_a}",
-        {**model_key, "stage": "phase-A", "arch": arch_a, "ug": ug if arch_a == "ug_mtm" else None},
-        lambda: phase(arch_a, "A"),
+        {**model_key, "stage": "phase-A", "arch": arch_a, "ug": dict(method.hyperparameters) if own else None},
+        lambda: phase(method.build, "A", True) if own else phase(_plain, "A", False),
     )
-    ref_b, _ = cache.get("reference-B-scratch", {**model_key, "stage": "reference-B"}, lambda: phase("rssm", "B"))
+    if own:
+        method.load_state_dict(stage_a.get("method", {}))
+    ref_b, _ = cache.get(
+        "reference-B-scratch", {**model_key, "stage": "reference-B"}, lambda: phase(_plain, "B", False)
+    )
     ref_a = (
-        stage_a
-        if method in PLAIN
-        else cache.get(
-            "phase-A-rssm", {**model_key, "stage": "phase-A", "arch": "rssm", "ug": None}, lambda: phase("rssm", "A")
+        cache.get(
+            "phase-A-rssm",
+            {**model_key, "stage": "phase-A", "arch": "rssm", "ug": None},
+            lambda: phase(_plain, "A", False),
         )[0]
+        if own
+        else stage_a
     )
 
-    def load(arch: str, st: dict[str, Any]) -> RSSM:
-        m = _fresh(protocol, arch, width, ug, seed, device)
-        m.load_state_dict(st)
+    def load(build: Callable[[ModelSpec], RSSM], st: dict[str, Any]) -> RSSM:
+        m = _fresh(protocol, build, width, seed, device)
+        try:
+            m.load_state_dict(st)
+        except RuntimeError as exc:
+            raise TypeError(
+                f"the method's build() cannot hold the task-A model ({str(exc).splitlines()[0]}): with "
+                "own_task_a_model False its model must take the plain RSSM's state before begin_task"
+            ) from None
         m.eval()
         return m
 
-    m_init = load(method, stage_a["init"])
-    m_a = load(method, stage_a["state"])
-    m_b = load(method, stage_a["state"])
+    m_init = load(method.build, stage_a["init"])
+    m_a = load(method.build, stage_a["state"])
+    m_b = load(method.build, stage_a["state"])
 
     held_a, held_b = data["A", "heldout"], data["B", "heldout"]
     rows_d = _rows(held_a, ev_cfg.transitions, seed, "D_A")
     rows_f = _rows(held_a, ev_cfg.fisherTransitions, seed, "fisher", skip=rows_d)
     frames_a = _rows(held_a, ev_cfg.reconstructionFrames, seed, "recon-A")
     frames_b = _rows(held_b, ev_cfg.reconstructionFrames, seed, "recon-B")
-    if method == "ewc" and len(rows_f) == 0:
+    if method.uses_importance_set and len(rows_f) == 0:
         raise ValueError(
-            f"{cell} seed {seed}: the held-out task-A episodes leave no transitions for EWC's Fisher set "
+            f"{cell} seed {seed}: the held-out task-A episodes leave no transitions for the importance set "
             f"after D_A ({len(rows_d)} transitions); collect more held-out episodes"
         )
     d_a = ev.encode_transitions(m_a, held_a, rows_d)
-
-    ewc = None
-    sources = [(data["B", "train"], batch)]
-    if method == "ewc":
+    importance = None
+    if method.uses_importance_set:
         fset = ev.encode_transitions(m_a, held_a, rows_f)
-        fisher = fisher_diagonal(m_b, fset.z, fset.a, fset.z_next)
-        factor = 1.0 if params.get("penalty", "half") == "full" else 0.5
-        anchor = {k: v.to(device) for k, v in state(m_b).items()}
-        ewc = EwcPenalty({n: f for n, f in fisher.items()}, anchor, float(params["lambda"]), factor)
-    pooled = False
-    if method == "replay_infinite":
-        n_a = round(batch * float(params["taskAShare"]))
-        sources = [(data["A", "train"], n_a), (data["B", "train"], batch - n_a)]
-        pooled = params.get("sampling", "fixed-share") == "uniform-episodes"
-    m_b.switch()
-    log_b = train_phase(m_b, sources, cfg, derived_seed(seed, "phase", "B", method), ewc, uniform_episodes=pooled)
+        importance = ImportanceSet(fset.z, fset.a, fset.z_next)
+    end_a = TaskEnd("A", 0, training["A"], last=False, importance=importance)
+    _guarded(m_b, "end_task", lambda: method.end_task(m_b, end_a))
+    log_b = train(m_b, start("B"), derived_seed(seed, "phase", "B", stream), True)
+    _guarded(m_b, "end_task", lambda: method.end_task(m_b, TaskEnd("B", 1, training["B"], last=True)))
 
-    mr_a, mr_b = load("rssm", ref_a["state"]), load("rssm", ref_b["state"])
+    mr_a, mr_b = load(_plain, ref_a["state"]), load(_plain, ref_b["state"])
     ev_seed = derived_seed(seed, "evaluate")
     nll_a_after_a = ev.nll(m_a, d_a, ev_seed)
     nll_a_after_b = ev.nll(m_b, d_a, ev_seed)
@@ -197,7 +268,7 @@ def run_cell(
     recon_b_b = ev.reconstruction(m_b, held_b, frames_b)
     recon_b_scratch = ev.reconstruction(mr_b, held_b, frames_b)
     recon_a_init = ev.reconstruction(m_init, held_a, frames_a)  # the adequacy ratios' denominators
-    recon_b_ref_init = ev.reconstruction(load("rssm", ref_b["init"]), held_b, frames_b)
+    recon_b_ref_init = ev.reconstruction(load(_plain, ref_b["init"]), held_b, frames_b)
     d_ref = ev.encode_transitions(mr_a, held_a, rows_d)
     d_trans = float(_kl_on(mr_a, mr_b, d_ref))
     physics_pair = level.taskA.env == level.taskB.env and family.renderer != "minigrid"
@@ -237,15 +308,16 @@ def run_cell(
         "stages": dict(sorted(cache.used.items())),
         "evaluationSizes": {
             "transitionsA": len(rows_d),
-            "fisherTransitions": len(rows_f) if method == "ewc" else None,
+            "fisherTransitions": len(rows_f) if method.uses_importance_set else None,
             "framesA": len(frames_a),
             "framesB": len(frames_b),
         },
     }
-    if ewc is not None:
-        metrics["ewcFisherEncoderMax"] = max(
-            float(f.abs().max()) for n, f in ewc.fisher.items() if n.startswith("vae.")
-        )
+    extra = method.diagnostics()
+    clash = sorted(set(extra) & set(metrics))
+    if clash:
+        raise ValueError(f"the method's diagnostics() use the suite's metric names {clash}: rename them")
+    metrics.update(extra)
     frames_of = {f"data-{split}-{task}": int(d.lengths.sum() + len(d.lengths)) for (task, split), d in data.items()}
     frames = sum(frames_of.values())
     computed = set(cache.used) - {r.split(":", 1)[0] for r in cache.reused}
@@ -255,6 +327,7 @@ def run_cell(
         "frames": frames,
         "gradientUpdates": 2 * cfg.updatesPerTask,  # the method's model: task A then task B (the matched budget)
         "updatesExecuted": cfg.updatesPerTask * (1 + len(trained)),  # its task-B phase + the stages it trained
+        "replaySamples": replayed.get("B", 0),  # windows of earlier tasks' data drawn in its task-B phase
         "framesExecuted": sum(frames_of[n] for n in frames_of if n in computed),
         "parameters": sum(p.numel() for p in m_b.parameters()),  # the final model, every column / expert included
     }

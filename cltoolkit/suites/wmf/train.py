@@ -3,7 +3,8 @@ methods' variations (replay of task A, EWC's penalty, the switch of progressive 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -77,6 +78,8 @@ class Phase:
     """Reconstruction loss of the first finite update (seed 000's `initial_reconstruction_loss`)."""
     last: float | None = None
     """Reconstruction loss of the last finite update (seed 000's `final_reconstruction_loss`)."""
+    drawn: list[int] = field(default_factory=list)
+    """Windows drawn from each source over the phase (the suite's replay count)."""
 
 
 def _pooled_rows(
@@ -99,7 +102,7 @@ def train_phase(
     sources: list[tuple[Episodes, int]],
     cfg: WmfTraining,
     seed: int,
-    ewc: EwcPenalty | None = None,
+    extra_loss: Callable[[RSSM, torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None,
     *,
     uniform_episodes: bool = False,
 ) -> Phase:
@@ -107,7 +110,8 @@ def train_phase(
     batch)`; the counts sum to the batch). With `uniform_episodes` the sources are pooled instead: each of the
     batch's windows picks one episode uniformly among all sources' episodes, then a start uniformly within it (seed
     000's replay buffer). Adam is built here over the trainable parameters. Every random draw (windows, posterior
-    noise, dropout) comes from generators seeded by `seed`."""
+    noise, dropout) comes from generators seeded by `seed`. `extra_loss(model, obs, actions, step)` is a method's
+    term added to every update's loss (None adds nothing)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     windows = [data.windows(cfg.sequenceLength) for data, _ in sources]
@@ -122,11 +126,13 @@ def train_phase(
     nan_steps = 0
     first: float | None = None
     last: float | None = None
+    drawn = [0] * len(sources)
     for step in range(cfg.updatesPerTask):
         obs_parts, act_parts = [], []
         picks = _pooled_rows(sources, windows, rng) if uniform_episodes else None
         for i, ((data, count), win) in enumerate(zip(sources, windows, strict=True)):
             rows = picks[i] if picks is not None else win[rng.integers(len(win), size=count)]
+            drawn[i] += len(rows)
             if len(rows) == 0:
                 continue
             o, a = batch_tensors(data, rows, cfg.sequenceLength)
@@ -135,8 +141,10 @@ def train_phase(
         obs, actions = torch.cat(obs_parts).to(device), torch.cat(act_parts).to(device)
         eps = torch.randn(obs.shape[0], obs.shape[1], model.latent).to(device)  # drawn on the CPU on every device
         loss, parts = model.loss(obs, actions, eps)
-        if ewc is not None:
-            loss = loss + ewc(model)
+        if extra_loss is not None:
+            term = extra_loss(model, obs, actions, step)
+            if term is not None:
+                loss = loss + term
         if not torch.isfinite(loss):
             nan_steps += 1
         else:
@@ -150,7 +158,7 @@ def train_phase(
             curve.append(float(np.mean(seg)) if seg else float("nan"))
             seg = []
     model.eval()
-    return Phase(curve, nan_steps, first, last)
+    return Phase(curve, nan_steps, first, last, drawn)
 
 
 def state(model: RSSM) -> dict[str, Any]:

@@ -15,7 +15,6 @@ test that the two give the same loss and gradients."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -458,34 +457,3 @@ class UGMTM(RSSM):
         self.active += 1
         for p in [*self.vae.parameters(), *self.head.parameters(), *self.experts[0].parameters()]:
             p.requires_grad_(False)
-
-
-def build(model: dict[str, Any], method: str, action: int, ug: dict[str, Any] | None = None) -> RSSM:
-    """The world model of a method from the protocol's model section (`decoder` "2x2-crop": seed 000's decoder)."""
-    built = _build(model, method, action, ug)
-    if model.get("decoder", "1x1") == "2x2-crop":
-        built.vae.use_seed_decoder()
-    return built
-
-
-def _build(model: dict[str, Any], method: str, action: int, ug: dict[str, Any] | None) -> RSSM:
-    args = (model["latent"], model["hidden"], action, tuple(model["channels"]), model["beta"])
-    if method == "progressive_nets":
-        return ProgressiveRSSM(*args, shared_state=(ug or {}).get("lateral") == "shared-state")
-    if method == "ug_mtm":
-        assert ug is not None
-        return UGMTM(
-            *args,
-            experts=ug["experts"],
-            dropout=ug["dropout"],
-            mc_passes=ug["mcPasses"],
-            mc_passes_eval=ug["mcPassesEval"],
-            window=ug["thresholdWindow"],
-            gate_lambda=ug["gateLambda"],
-            expert_init=ug.get("expertInit", "global-rng"),
-            history=ug.get("thresholdHistory", "per-batch"),
-            mc_estimates=ug.get("mcEstimates", "shared"),
-            gradient_factor=ug.get("gradientFactor", "none"),
-            calibration=ug.get("calibrationSteps", "all-but-last"),
-        )
-    return RSSM(*args)

@@ -1,0 +1,171 @@
+"""The five shipped nav4 methods, each written on the public interface (`cltoolkit.suites.nav4.api`) alone: no
+driver knows their names. Light to import (torch is imported inside the hooks)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import Field
+
+from cltoolkit.protocol._base import Strict
+from cltoolkit.suites.nav4.api import Minibatch, Nav4Method, Rollout, TaskStart
+
+if TYPE_CHECKING:
+    import torch
+
+    from cltoolkit.suites.nav4.agent import Learner, Reservoir
+
+__all__ = [
+    "AgentParams",
+    "Joint",
+    "ReplayCloning",
+    "ReplayParams",
+    "Sequential",
+    "Specialist",
+    "SubgoalBonus",
+    "UniformReplay",
+]
+
+
+class SubgoalBonus(Strict):
+    """Training-only shaping; success is always scored on the task's own reward."""
+
+    keyPickup: float = Field(ge=0.0)
+    """Bonus on the first key pickup of an episode."""
+    doorOpen: float = Field(ge=0.0)
+    """Bonus on the first door opening of an episode."""
+
+
+class AgentParams(Strict):
+    """PPO agent shared by every nav4 comparison."""
+
+    envs: int = Field(ge=1)
+    """Parallel environments."""
+    rolloutSteps: int = Field(ge=1)
+    """Steps per environment per update."""
+    epochs: int = Field(ge=1)
+    """PPO epochs per update."""
+    minibatches: int = Field(ge=1)
+    """Minibatches per epoch."""
+    learningRate: float = Field(gt=0.0)
+    """Adam learning rate."""
+    clip: float = Field(gt=0.0)
+    """PPO clip range."""
+    entropyCoef: float = Field(ge=0.0)
+    """Entropy bonus coefficient."""
+    valueCoef: float = Field(ge=0.0)
+    """Value-loss coefficient."""
+    gamma: float = Field(gt=0.0, le=1.0)
+    """Discount."""
+    gaeLambda: float = Field(ge=0.0, le=1.0)
+    """GAE lambda."""
+    maxGradNorm: float = Field(gt=0.0)
+    """Gradient-norm clip."""
+    network: str
+    """Network name (e.g. `small-cnn`)."""
+    subgoalBonus: SubgoalBonus
+    """Training-only exploration help, identical for every comparison."""
+    torchThreads: int = Field(default=1, ge=1)
+    """Torch threads per run."""
+
+
+class ReplayParams(AgentParams):
+    """A PPO agent with a fixed-capacity reservoir replay memory over all tasks seen."""
+
+    capacity: int = Field(ge=1)
+    """Replay capacity in transitions (disclosed)."""
+    replayFraction: float = Field(gt=0.0, lt=1.0)
+    """How many replayed samples join each minibatch of m new ones: round(m f / (1 - f)), a share f of the samples
+    processed. A count, not a weight: their loss is added to the new samples' loss with weight `replayLossWeight` (a
+    sum of two means), and the update is counted as gradient and replay updates in proportion to the two counts."""
+    replayLossWeight: float = Field(default=1.0, ge=0.0)
+    """Weight of the replayed samples' loss in the sum with the new samples' loss (nav4-v1: 1, implicitly): the
+    replay weight is this loss weight; `replayFraction` only sets how many replayed samples are drawn."""
+    behaviourCloningCoef: float = Field(default=0.0, ge=0.0)
+    """Weight of the cloning terms on replayed samples (CLEAR-style): KL(stored policy || current policy) plus half
+    the squared error between the current and the stored value estimate; 0 for plain replay."""
+    cloneFrom: Literal["all-memory", "completed-phases"] = "all-memory"
+    """Which replayed samples the cloning terms act on: every sample in memory (nav4-v1), or only samples of
+    phases already completed, so that the phase in progress is never cloned towards its own early behaviour."""
+
+
+class Sequential(Nav4Method):
+    """Sequential training without replay: the forgetting baseline."""
+
+    Params = AgentParams
+    summary = "sequential PPO, no replay (forgetting baseline)"
+
+
+class UniformReplay(Nav4Method):
+    """Fixed-capacity uniform (reservoir) replay over all tasks seen: every training rollout is offered to the
+    memory; each minibatch of m new samples is joined by round(m f / (1 - f)) replayed ones, whose clipped-surrogate
+    loss (with their stored behaviour probabilities and advantages) is added with weight `replayLossWeight`."""
+
+    Params = ReplayParams
+    summary = "PPO with fixed-capacity reservoir replay"
+    cloning: ClassVar[bool] = False
+    """Add the CLEAR-style cloning terms on replayed samples (with `behaviourCloningCoef`)."""
+
+    def __post_init__(self) -> None:
+        self.memory: Reservoir | None = None
+        self.task = 0
+
+    def begin_task(self, learner: Learner, task: TaskStart) -> None:
+        if self.memory is None:
+            self.memory = learner.new_memory(self.params.capacity)
+        self.task = task.index
+
+    def observe(self, learner: Learner, rollout: Rollout) -> None:
+        assert self.memory is not None
+        self.memory.add(rollout)
+
+    def extra_loss(self, learner: Learner, minibatch: Minibatch) -> torch.Tensor | None:
+        p = self.params
+        n = round(minibatch.size * p.replayFraction / (1 - p.replayFraction))
+        if not n or self.memory is None or len(self.memory) == 0:
+            return None
+        old = self.memory.sample(n, learner.device)
+        term: torch.Tensor = p.replayLossWeight * self._replay_loss(learner, old)  # x 1.0: exact
+        return term
+
+    def _replay_loss(self, learner: Learner, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The clipped surrogate on replayed samples; with cloning, plus KL(old policy || current) and value
+        cloning towards the stored values (CLEAR-style)."""
+        import torch
+
+        loss = learner.policy_loss(b)
+        coef = self.params.behaviourCloningCoef if self.cloning else 0.0
+        if coef > 0:
+            if self.params.cloneFrom == "completed-phases":  # only behaviour of completed phases is cloned
+                keep = b["task"] < self.task
+                if not bool(keep.any()):
+                    return loss
+                b = {key: value[keep] for key, value in b.items()}
+            logits, value = learner.net(b["obs"])
+            old = torch.log_softmax(b["logits"], -1)
+            kl = (old.exp() * (old - torch.log_softmax(logits, -1))).sum(-1).mean()
+            loss = loss + coef * (kl + 0.5 * (value - b["value"]).pow(2).mean())
+        return loss
+
+
+class ReplayCloning(UniformReplay):
+    """Replay plus behaviour cloning of the old policy on replayed states (CLEAR-style candidate)."""
+
+    summary = "replay + behaviour cloning of the old policy (CLEAR-style)"
+    cloning: ClassVar[bool] = True
+
+
+class Joint(Nav4Method):
+    """Joint training on all tasks at once (reference: different data access)."""
+
+    Params = AgentParams
+    summary = "joint multi-task PPO (reference)"
+    regime = "joint"
+
+
+class Specialist(Nav4Method):
+    """One network per task (reference: different capacity assumptions)."""
+
+    Params = AgentParams
+    summary = "single-task specialists (reference)"
+    regime = "specialists"
