@@ -40,3 +40,21 @@ def test_flags_show_no_value_and_values_show_a_name(cli) -> None:  # type: ignor
     workers = next(line for line in out.splitlines() if "--workers" in line)
     assert re.search(r"--pilot\s+Pilot run", pilot), pilot  # a flag: nothing between the flag and its help
     assert re.search(r"--workers\s+WORKERS\s+Parallel", workers), workers
+
+
+def test_output_to_a_pipe_never_folds_a_path(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Rich wraps at 80 columns when stdout is not a terminal; a path must come out on one line all the same (logs
+    and scripts read it): `clt protocol bump` of a frozen protocol in a deeply nested project."""
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("a-very-long-folder-name-" * 4) / "project"
+    env = {"PATH": f"{__import__('pathlib').Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    clt = [sys.executable, "-c", "from cltoolkit.cli import main; main()"]
+    subprocess.run([*clt, "init", str(deep)], check=True, capture_output=True, env=env)
+    for args in (["protocol", "new", "--suite", "ladder", "study-v1"], ["protocol", "freeze", "study-v1"]):
+        subprocess.run([*clt, *args], check=True, capture_output=True, cwd=deep, env=env)
+    done = subprocess.run([*clt, "protocol", "bump", "study-v1"], capture_output=True, text=True, cwd=deep, env=env)
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"wrote {deep / 'protocols' / 'study-v2.json'} "), done.stdout

@@ -31,16 +31,19 @@ def project() -> Project:
     return find_project(_ROOT["root"])
 
 
-def console() -> Any:
+def console(*, stderr: bool = False) -> Any:
+    """Rich output for people. When the stream is not a terminal (a pipe, a log, a script), lines are never folded:
+    rich would otherwise wrap at 80 columns and split paths and commands that logs and scripts read."""
     from rich.console import Console
 
-    return Console()
+    out = Console(stderr=stderr)
+    if not out.is_terminal:
+        out.soft_wrap = True
+    return out
 
 
 def err_console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=True)
+    return console(stderr=True)
 
 
 def print_json(obj: Any) -> None:

@@ -30,7 +30,17 @@ from cltoolkit._io import atomic_write_text, read_regular_bytes
 __all__ = ["StageCache", "code_fingerprint"]
 
 FOLDER = ".wmf-stages"
-STAGE_SOURCES = ("driver.py", "envs.py", "evaluate.py", "models.py", "stages.py", "train.py", "world.py")
+STAGE_SOURCES = (
+    "api.py",
+    "driver.py",
+    "envs.py",
+    "evaluate.py",
+    "methods.py",
+    "models.py",
+    "stages.py",
+    "train.py",
+    "world.py",
+)
 
 
 @cache
