@@ -111,17 +111,32 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         assert not c.processes(), "the test cluster's processes outlived the test"
 
 
+PROJECT_METHOD = '''
+from tests.toy_suite import ToyMethod
+
+
+class Shifted(ToyMethod):
+    """A method of the project folder (not installed anywhere): scores + 1000."""
+
+    shift = 1000.0
+'''
+
+
 def _project(tmp_path: Path, sleep_s: float) -> Project:
+    """A project whose candidate is a method defined in the project folder itself (`projmethods.py`)."""
     root = tmp_path / "proj"
     (root / "protocols").mkdir(parents=True)
     (root / "registry" / "locks").mkdir(parents=True)
     from tests.toy_suite import COMPONENTS
 
-    write(root / "registry" / "components.json", COMPONENTS)
+    (root / "projmethods.py").write_text(PROJECT_METHOD)
+    components = {**COMPONENTS, "method": {**COMPONENTS["method"], "proj.shifted": "projmethods:Shifted"}}
+    write(root / "registry" / "components.json", components)
     project = Project(root)
     doc = toy_protocol(seeds=3)
     for comp in doc["comparisons"]:
         comp["hyperparameters"].update(behavior="sleep", sleepSeconds=sleep_s)
+    doc["comparisons"][0]["method"] = "proj.shifted"
     write(project.protocol_path("toy-v1"), doc)
     os.environ["CLT_ROOT"] = str(root)
     try:
@@ -135,10 +150,12 @@ def _project(tmp_path: Path, sleep_s: float) -> Project:
 
 
 def _clt(c: Cluster, project: Project, *args: str) -> subprocess.Popen[str]:
-    env = {**c.env, "CLT_ROOT": str(project.root)}
+    """`clt` from the project folder, as a user runs it: no CLT_ROOT anywhere (the Ray workers' working directory is
+    Ray's session folder; they find the project's methods from the job's components file)."""
+    env = {k: v for k, v in c.env.items() if k != "CLT_ROOT"}
     env.pop("CLT_TEST_CLUSTER")  # the driver is not part of the cluster
     cmd = [sys.executable, "-c", "from cltoolkit.cli import main; main()", *args]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, env=env, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _records(project: Project) -> dict[str, Any]:
@@ -158,6 +175,9 @@ def test_a_grid_on_a_two_node_cluster_and_a_worker_node_dying(cluster: Cluster, 
     nodes = {r.provenance.node["rayNodeId"] for r in records.values() if r.provenance.node}
     assert len(nodes) == 2, nodes  # both nodes ran runs
     assert all(r.provenance.node and r.provenance.node["resources"] == {"CPU": 1.0} for r in records.values())
+    project_method = [r for r in records.values() if r.spec.method == "proj.shifted"]
+    assert len({r.provenance.node["rayNodeId"] for r in project_method if r.provenance.node}) == 2  # both nodes
+    assert all(min(r.metrics["toy.score-v1"].values()) > 900 for r in project_method)  # the project's own code ran
 
     second = _project(tmp_path / "b", sleep_s=4.0)
     proc = _clt(cluster, second, *run, "--max-attempts", "2")
