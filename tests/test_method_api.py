@@ -248,3 +248,42 @@ def test_a_wmf_method_cannot_sample_data_it_was_not_given_nor_update_outside_the
 
     with pytest.raises(BudgetViolation, match="end_task changed parameter values outside the suite's updates"):
         run_cell(protocol, "minigrid-min", ExtraUpdates(name="mine.extra"), 0, tmp_path / "s")
+
+
+def test_a_nav4_run_stopped_between_tasks_and_restored_continues_as_if_never_stopped() -> None:
+    """Learner and method state saved after the first task, restored into fresh objects: the second task ends with
+    the same weights, memory and ledger as the uninterrupted run."""
+    import numpy as np
+
+    from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks, state_checksum
+    from cltoolkit.suites.nav4.api import TaskEnd, TaskStart
+    from cltoolkit.suites.nav4.suite import make_method
+
+    doc = json.loads((REPO / "protocols" / "nav4-v1.json").read_text())
+    comp = next(c for c in doc["comparisons"] if c["method"] == "nav4.replay-cloning")
+    hyper = {**comp["hyperparameters"], "envs": 2, "rolloutSteps": 16, "epochs": 1, "minibatches": 2, "capacity": 40}
+
+    def phase(learner: Learner, method: Any, i: int, task: str) -> None:
+        vec = VecTasks([task], 2, list(range(50)), np.random.default_rng(i), 9, 100, 4)
+        method.begin_task(learner, TaskStart(task, i, (task,), 64))
+        learner.train(vec, 64, lambda _k, i=i: i)
+        method.end_task(learner, TaskEnd(task, i, i == 1))
+
+    def fresh() -> tuple[Learner, Any]:
+        method = make_method("nav4.replay-cloning", hyper)
+        return Learner(method.params, 15, 3, Ledger(), method), method
+
+    straight, m1 = fresh()
+    phase(straight, m1, 0, "goal")
+    phase(straight, m1, 1, "key")
+
+    first, m2 = fresh()
+    phase(first, m2, 0, "goal")
+    saved, saved_method, ledger = first.state_dict(), m2.state_dict(), first.ledger
+    resumed, m3 = fresh()
+    resumed.ledger = ledger
+    resumed.load_state_dict(saved)
+    m3.load_state_dict(saved_method)
+    phase(resumed, m3, 1, "key")
+    assert state_checksum(resumed.net, resumed.memory) == state_checksum(straight.net, straight.memory)
+    assert resumed.ledger == straight.ledger and straight.ledger.replaySamples > 0

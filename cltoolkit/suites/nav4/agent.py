@@ -110,6 +110,10 @@ class VecTasks:
         return self.obs, rewards, dones, successes
 
 
+_SLOTS = ("obs", "actions", "logp", "adv", "ret", "value", "logits", "task")
+"""A reservoir memory's arrays."""
+
+
 class Reservoir:
     """Fixed-capacity reservoir sample over every transition offered (uniform over all tasks seen). A method makes
     one with `Learner.new_memory`; it is filled from suite-made training rollouts only, and every sample drawn from
@@ -240,6 +244,37 @@ class Learner:
 
     def parameters_count(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the rest of the run depends on: network, optimiser, both generators, torch's global generator
+        (sampled actions), the phase in progress and the memory's contents."""
+        memory = self.memory
+        return {
+            "net": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
+            "opt": self.opt.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "evalRng": self.eval_rng.bit_generator.state,
+            "torchRng": torch.get_rng_state(),
+            "task": self.task,
+            "memory": None
+            if memory is None
+            else {"capacity": memory.capacity, "seen": memory.seen, **{k: getattr(memory, k).copy() for k in _SLOTS}},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict` into a learner built with the same parameters, canvas, seed and method."""
+        self.net.load_state_dict(state["net"])
+        self.opt.load_state_dict(state["opt"])
+        self.rng.bit_generator.state = state["rng"]
+        self.eval_rng.bit_generator.state = state["evalRng"]
+        torch.set_rng_state(state["torchRng"])
+        self.task = state["task"]
+        saved = state["memory"]
+        if saved is not None:
+            memory = self.memory or self.new_memory(saved["capacity"])
+            memory.seen = saved["seen"]
+            for k in _SLOTS:
+                getattr(memory, k)[...] = saved[k]
 
     def act(self, obs: np.ndarray, greedy: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         with torch.no_grad():

@@ -3,7 +3,7 @@ driver knows their names. Light to import (torch is imported inside the hooks)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -111,9 +111,15 @@ class UniformReplay(Nav4Method):
         self.task = 0
 
     def begin_task(self, learner: Learner, task: TaskStart) -> None:
-        if self.memory is None:
-            self.memory = learner.new_memory(self.params.capacity)
+        if self.memory is None:  # the learner's memory (restored with it), else a new one
+            self.memory = learner.memory or learner.new_memory(self.params.capacity)
         self.task = task.index
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"task": self.task}  # the memory's contents are the learner's (it made it)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.task = int(state["task"])
 
     def observe(self, learner: Learner, rollout: Rollout) -> None:
         assert self.memory is not None
