@@ -49,7 +49,8 @@ class Nav4Suite(Suite):
         assert isinstance(protocol, Nav4Protocol)
         regs = self.regs or registries()
         for i, comp in enumerate(protocol.comparisons):
-            cls = regs.method.get(comp.method) if comp.method in regs.method else None
+            name = comp.method  # resolved through the registries; no name is special
+            cls = regs.method.get(name) if name in regs.method else None
             params = getattr(cls, "Params", None)
             if (
                 isinstance(cls, type)
