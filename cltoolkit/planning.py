@@ -27,7 +27,7 @@ from cltoolkit.errors import InputError
 from cltoolkit.project import Project
 from cltoolkit.protocol.models import Gate, ProtocolBase
 from cltoolkit.protocol.validate import LoadedProtocol
-from cltoolkit.registry import registries
+from cltoolkit.registry import Registries, registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.run.store import RunStore
@@ -195,8 +195,10 @@ def _pilot_records(project: Project, loaded: LoadedProtocol, pilot_hash: str | N
     return key, records
 
 
-def _values(protocol: ProtocolBase, records: Sequence[RunRecord], gate: Gate, scope: str) -> np.ndarray:
-    regs = registries()
+def _values(
+    protocol: ProtocolBase, records: Sequence[RunRecord], gate: Gate, scope: str, regs: Registries | None = None
+) -> np.ndarray:
+    regs = regs or registries()
     suite = regs.suite.get(protocol.suite)
     analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
     if analysis is None:
@@ -223,7 +225,7 @@ def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> 
     plans = []
     for gate in protocol.gates:
         for scope in suite.tasks(protocol) if gate.scope == "each-task" else ["aggregate"]:
-            x = _values(protocol, records, gate, scope)
+            x = _values(protocol, records, gate, scope, regs)
             sd = float(x.std(ddof=1)) if x.size >= 2 else None
             source = f"pilot store {key} ({x.size} replicates)"
             plans.append(gate_plan(protocol, gate, scope, sd, source, int(x.size), n_declared, tasks))
@@ -263,7 +265,11 @@ def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]
                     pilot = _pilot_records(project, loaded, None)[1]
                 except InputError:
                     pilot = []
-            x = _values(protocol, pilot, gate, "aggregate") if pilot and gate.scope == "aggregate" else np.array([])
+            x = (
+                _values(protocol, pilot, gate, "aggregate", regs)
+                if pilot and gate.scope == "aggregate"
+                else np.array([])
+            )
             if x.size < 2:
                 out.append(
                     f"gate {gate.id!r}: declares delta {gate.delta} but no planningSd and no pilot runs; its "

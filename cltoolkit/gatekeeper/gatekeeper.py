@@ -23,7 +23,7 @@ from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import RESULTS_VERSION, BudgetCheck, GateResult, Results, RunCounts, RunSummary
 from cltoolkit.protocol.validate import LoadedProtocol
-from cltoolkit.registry import registries
+from cltoolkit.registry import Registries, registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, replicate_key
 from cltoolkit.run.store import RunStore
@@ -101,8 +101,9 @@ def _hypotheses(
     budgets: list[BudgetCheck],
     tasks: list[str],
     excluded: frozenset[str] = frozenset(),
+    regs: Registries | None = None,
 ) -> list[Hypothesis]:
-    regs = registries()
+    regs = regs or registries()
     suite = regs.suite.get(protocol.suite)
     analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
     out = []
@@ -207,12 +208,14 @@ def gatekeep(
     budgets = check_budgets(protocol, completed)
     tasks = suite.tasks(protocol)
     ok_ids = {r.runId for r in completed}
-    hyps = _hypotheses(protocol, completed, points, ok_ids | set(excluded), budgets, tasks, frozenset(excluded))
+    hyps = _hypotheses(protocol, completed, points, ok_ids | set(excluded), budgets, tasks, frozenset(excluded), regs)
     gates = _with_units(protocol, decide_gates(list(protocol.gates), hyps, protocol.analysis))
     exclusions: list[dict[str, Any]] = []
     if excluded:
         strict = decide_gates(
-            list(protocol.gates), _hypotheses(protocol, completed, points, ok_ids, budgets, tasks), protocol.analysis
+            list(protocol.gates),
+            _hypotheses(protocol, completed, points, ok_ids, budgets, tasks, regs=regs),
+            protocol.analysis,
         )
         exclusions = [{"runId": rid, "rule": rule, "status": states[rid]} for rid, rule in sorted(excluded.items())] + [
             {
