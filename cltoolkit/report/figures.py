@@ -10,7 +10,7 @@ from typing import Any
 
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
-from cltoolkit.registry import registries
+from cltoolkit.registry import Registries, registries
 from cltoolkit.run.record import RunRecord
 
 __all__ = ["Figures", "comparison_colors", "figures", "png", "tested_bound"]
@@ -36,8 +36,12 @@ def tested_bound(gate: Any) -> float | None:
     return None
 
 
-def figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> dict[str, list[tuple[str, Any]]]:
-    """Figures by the section they support: `gates` (intervals, profiles), `suite`, `runs` (matrices, curves)."""
+def figures(
+    loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
+) -> dict[str, list[tuple[str, Any]]]:
+    """Figures by the section they support: `gates` (intervals, profiles), `suite`, `runs` (matrices, curves);
+    `regs` are the project's registries (default: looked up)."""
+    regs = regs or registries()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # no pyplot: lighter, and no global figure state
 
@@ -87,20 +91,20 @@ def figures(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecor
             fontsize=9,
         )
         figs.append(("Gate intervals with per-replicate values", fig))
-    figs += _profiles(loaded, results)
+    figs += _profiles(loaded, results, regs)
     from cltoolkit.report.standard import curve_figures, matrix_figures
 
     completed = [r for r in records if r.status.state == "completed"]
     colors = comparison_colors(loaded.model)
     out = {"gates": figs, "runs": matrix_figures(completed) + curve_figures(completed, colors), "suite": []}
-    suite = registries().suite.get(loaded.model.suite)
+    suite = regs.suite.get(loaded.model.suite)
     if suite.analysis:
-        analysis = registries().analysis.get(suite.analysis)()
+        analysis = regs.analysis.get(suite.analysis)()
         out["suite"] = analysis.figures(loaded.model, completed, dict(results.summaries))
     return out
 
 
-def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]:
+def _profiles(loaded: LoadedProtocol, results: Results, regs: Registries) -> list[tuple[str, Any]]:
     """Performance profiles of every gate metric over runs, with the threshold convention on the axis."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -108,7 +112,6 @@ def _profiles(loaded: LoadedProtocol, results: Results) -> list[tuple[str, Any]]
 
     from cltoolkit.stats import performance_profile
 
-    regs = registries()
     figs = []
     for decl in loaded.model.metrics:
         if decl.kind != "gate" or decl.id not in regs.metric:

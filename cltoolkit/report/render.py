@@ -13,7 +13,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
-from cltoolkit.registry import registries
+from cltoolkit.registry import Registries, registries
 from cltoolkit.report.figures import figures as report_figures
 from cltoolkit.report.figures import png
 from cltoolkit.run.record import RunRecord
@@ -103,14 +103,13 @@ def _verdict(p: Any, r: Results) -> str:
     return f"**Verdict:** {'; '.join(parts)}."
 
 
-def _unit(gate: Any) -> str:
-    regs = registries()
+def _unit(gate: Any, regs: Registries) -> str:
     if gate is not None and gate.metric in regs.metric:
         return str(regs.metric.get(gate.metric).unit)
     return str(gate.unit) if gate is not None else "-"
 
 
-def _claims(p: Any, r: Results) -> list[str]:
+def _claims(p: Any, r: Results, regs: Registries) -> list[str]:
     """Each claim with estimate, interval (level and kind), unit and decision, before any detail."""
     if not r.gates:
         return []
@@ -126,7 +125,7 @@ def _claims(p: Any, r: Results) -> list[str]:
         declared = gates.get(g.id)
         lines.append(
             f"| {g.id} | {g.label} | {g.test} | {g.n} | {_fmt(g.estimate)} | {_interval(decider)} | "
-            f"{_unit(declared)} | {_decision(g.decision, bool(declared and declared.confirmatory))} |"
+            f"{_unit(declared, regs)} | {_decision(g.decision, bool(declared and declared.confirmatory))} |"
         )
     stat = "median" if p.analysis.aggregate == "median" else "mean"
     by_median = (
@@ -158,16 +157,20 @@ def _perm(h: Any) -> str:
     return f"{_p(h.permutationP)} (exact)"
 
 
-def _headline(p: Any, r: Results) -> list[str]:
+def _headline(p: Any, r: Results, regs: Registries) -> list[str]:
     """The suite analysis's lines for the top of the report (with a blank line after), or none."""
-    suite = registries().suite.get(p.suite)
+    suite = regs.suite.get(p.suite)
     if not suite.analysis:
         return []
-    lines = registries().analysis.get(suite.analysis)().headline(p, dict(r.summaries))
+    lines = regs.analysis.get(suite.analysis)().headline(p, dict(r.summaries))
     return [*lines, ""] if lines else []
 
 
-def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]) -> str:
+def markdown_report(
+    loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
+) -> str:
+    """The Markdown report; `regs` are the project's registries (default: looked up)."""
+    regs = regs or registries()
     p = loaded.model
     r = results
     lines = [
@@ -179,7 +182,7 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         "",
         _verdict(p, r),
         "",
-        *_headline(p, r),
+        *_headline(p, r, regs),
         f"Goal: {p.goal}",
         "",
         f"Evidence: {len(r.evidence)} sealed run record(s), each pinned by its seal in the results block "
@@ -197,7 +200,7 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
             else []
         ),
         *_errata_lines(p),
-        *_claims(p, r),
+        *_claims(p, r, regs),
         "## Runs",
         "",
         "| planned | completed | failed | crashed | timeout | missing | excluded |",
@@ -258,9 +261,9 @@ def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[
         ]
     if r.exclusions:
         lines += ["## Exclusions (declared rules, with sensitivity)", "", *[f"- {e}" for e in r.exclusions], ""]
-    suite = registries().suite.get(p.suite)
+    suite = regs.suite.get(p.suite)
     if suite.analysis:
-        analysis = registries().analysis.get(suite.analysis)()
+        analysis = regs.analysis.get(suite.analysis)()
         lines += [
             analysis.report_markdown(p, [x for x in records if x.status.state == "completed"], dict(r.summaries)),
             "",
@@ -516,14 +519,15 @@ def write_reports(
     """`reports/<id>/report.{md,html}` (the stage reported last, beside the protocol's results block) and the same
     pair under `reports/<id>/<stage>/`, so that reporting a later stage (validation after preliminary) never erases
     an earlier stage's report; `clt report` adds that stage's results block there as `results.json`."""
-    md = markdown_report(loaded, results, records)
+    regs = registries(project.components_file)
+    md = markdown_report(loaded, results, records, regs)
     blocks = {
         section: "".join(
             f'<figure><figcaption>{html.escape(t)}</figcaption><img alt="{html.escape(t)}" '
             f'src="data:image/png;base64,{png(fig)}"></figure>'
             for t, fig in figs
         )
-        for section, figs in report_figures(loaded, results, records).items()
+        for section, figs in report_figures(loaded, results, records, regs).items()
     }
     body = _md_to_html(md, blocks)
     md = re.sub(r"\n<!-- figures:\w+ -->\n", "\n", md)  # the Markdown report lists no images
