@@ -10,10 +10,12 @@ plugin runs against its own components (as Gymnasium's environment checker does 
     def test_my_components():
         assert check_registered(origin="plugin my-plugin") == []
 
-Continual-learning methods subclass their suite's method interface: `Nav4Method` (hooks of the nav4 suite's PPO
-learner; `Params` subclass `Nav4AgentParams`) or `WorldModelMethod` (hooks of the wmf suite's world-model
-training). The suite owns the data, the budget and the evaluation; the method owns the learning. The types their
-hooks receive are in the modules `cltoolkit.plugin.nav4` and `cltoolkit.plugin.wmf` (the suites' `api` modules).
+Every method subclasses its suite's method interface (`clt protocol validate` refuses one that does not): the
+ladder's `DynamicsModel`, the sessions suite's `SessionModel`; continual-learning methods `Nav4Method` (hooks of
+the nav4 suite's PPO learner; `Params` subclass `Nav4AgentParams`) or `WorldModelMethod` (hooks of the wmf
+suite's world-model training). The suite owns the data, the budget and the evaluation; the method owns the
+learning. The types their hooks receive are in the modules `cltoolkit.plugin.nav4` and `cltoolkit.plugin.wmf` (the
+suites' `api` modules).
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.registry import Registries, registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, RunOutput, RunSpec
+from cltoolkit.suites.ladder.methods import DynamicsModel
 from cltoolkit.suites.nav4 import api as nav4
 from cltoolkit.suites.nav4.api import Nav4Method
 from cltoolkit.suites.nav4.methods import AgentParams as Nav4AgentParams
 from cltoolkit.suites.nav4.methods import ReplayParams as Nav4ReplayParams
+from cltoolkit.suites.sessions.methods import SessionModel
 from cltoolkit.suites.wmf import api as wmf
 from cltoolkit.suites.wmf.api import WorldModelMethod
 
@@ -53,6 +57,7 @@ __all__ = [
     "NUMBER_OR_MAP",
     "NUMBER_OR_NULL",
     "Analysis",
+    "DynamicsModel",
     "Executor",
     "GridPoint",
     "Method",
@@ -66,6 +71,7 @@ __all__ = [
     "RunOutput",
     "RunRecord",
     "RunSpec",
+    "SessionModel",
     "Suite",
     "WorldModelMethod",
     "check_component",

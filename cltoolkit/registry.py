@@ -15,9 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from cltoolkit.errors import InputError, UnknownNameError
+
+if TYPE_CHECKING:
+    from cltoolkit.components import Analysis, Method, Metric, Suite
 
 __all__ = ["ENTRY_POINT_GROUP", "KINDS", "Registries", "Registry", "registries", "reset_registries"]
 
@@ -168,20 +171,20 @@ class Registries:
         return self.by_kind[kind]
 
     @property
-    def suite(self) -> Registry[Any]:
-        return self.by_kind["suite"]
+    def suite(self) -> Registry[type[Suite]]:
+        return cast("Registry[type[Suite]]", self.by_kind["suite"])
 
     @property
-    def method(self) -> Registry[Any]:
-        return self.by_kind["method"]
+    def method(self) -> Registry[type[Method]]:
+        return cast("Registry[type[Method]]", self.by_kind["method"])
 
     @property
-    def metric(self) -> Registry[Any]:
-        return self.by_kind["metric"]
+    def metric(self) -> Registry[type[Metric]]:
+        return cast("Registry[type[Metric]]", self.by_kind["metric"])
 
     @property
-    def analysis(self) -> Registry[Any]:
-        return self.by_kind["analysis"]
+    def analysis(self) -> Registry[type[Analysis]]:
+        return cast("Registry[type[Analysis]]", self.by_kind["analysis"])
 
     @property
     def executor(self) -> Registry[Any]:

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from cltoolkit.plugin import Method, Metric, Params, check_component, check_registered
+from cltoolkit.plugin import DynamicsModel, Method, Metric, Params, check_component, check_registered
 
 
 def test_every_builtin_component_passes_the_contract() -> None:
@@ -24,7 +24,7 @@ class BadParams(Params):
     rate: float = 0.1  # no docstring: no description
 
 
-class Good(Method):
+class Good(DynamicsModel):
     suite: ClassVar[str] = "ladder"
     summary: ClassVar[str] = "a good method"
     Params = GoodParams
@@ -49,6 +49,12 @@ def test_the_contract_names_each_problem() -> None:
     assert any("summary" in p for p in problems) and any("Params.rate has no docstring" in p for p in problems)
     assert any("versioned id" in p for p in check_component("metric", "no version", BadMetric))
     assert "must subclass" in check_component("method", "x", object)[0]
+    # a ladder method that is not a DynamicsModel: the ladder driver could not run it
+    plain = type("Plain", (Method,), {"suite": "ladder", "summary": "no build", "__doc__": "no interface"})
+    assert check_component("method", "me.plain", plain) == [
+        "method 'me.plain': method 'me.plain' does not implement the ladder method interface: subclass "
+        "cltoolkit.plugin.DynamicsModel (the ladder driver calls only that interface)"
+    ]
 
 
 def test_list_shows_one_component_in_full(cli) -> None:  # type: ignore[no-untyped-def]

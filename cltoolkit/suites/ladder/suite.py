@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
 from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.suites.ladder.methods import DynamicsModel
 from cltoolkit.suites.ladder.models import LadderProtocol
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ class LadderSuite(Suite):
     """The world-model evaluation ladder."""
 
     name = "ladder"
+    method_base = DynamicsModel
     protocol_model = LadderProtocol
     analysis = "ladder"
     summary = "world-model evaluation ladder on a scalar linear system"
@@ -50,6 +52,8 @@ class LadderSuite(Suite):
         assert isinstance(protocol, LadderProtocol)
         comp = protocol.comparison(spec.comparison)
         method = (self.regs or registries()).method.get(comp.method)
+        if not issubclass(method, DynamicsModel):  # refused at validation; a library caller may skip it
+            raise TypeError(f"method {comp.method!r} is not a ladder DynamicsModel")
         params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
         model = method.build(params, protocol, np.random.default_rng(spec.seed))
         control = protocol.rungs.control

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
 from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.suites.sessions.methods import SessionModel
 from cltoolkit.suites.sessions.models import SessionsProtocol
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class SessionsSuite(Suite):
     """Held-out sessions toy of the experimental-design chapter."""
 
     name = "sessions"
+    method_base = SessionModel
     protocol_model = SessionsProtocol
     analysis = "sessions"
     summary = "held-out sessions vs random transition split vs shifted cohort (seed 003)"
@@ -76,6 +78,8 @@ class SessionsSuite(Suite):
         assert isinstance(protocol, SessionsProtocol)
         comp = protocol.comparison(spec.comparison)
         method = (self.regs or registries()).method.get(comp.method)
+        if not issubclass(method, SessionModel):  # refused at validation; a library caller may skip it
+            raise TypeError(f"method {comp.method!r} is not a sessions SessionModel")
         params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
         streams = [np.random.default_rng(s) for s in np.random.SeedSequence(spec.seed).spawn(4)]
         main = simulate(protocol, protocol.cohort("main"), streams[0])
