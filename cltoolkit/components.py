@@ -122,6 +122,10 @@ class Metric(ABC):
 class Analysis(ABC):
     """Turns run records into per-replicate values (for gates) and the suite's summaries."""
 
+    def __init__(self, regs: Registries | None = None) -> None:
+        self.regs = regs
+        """The registries the analysis was resolved from (None: the default lookup)."""
+
     @abstractmethod
     def replicates(
         self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str

@@ -200,7 +200,7 @@ def _values(
 ) -> np.ndarray:
     regs = regs or registries()
     suite = regs.suite.get(protocol.suite)
-    analysis = regs.analysis.get(suite.analysis)() if suite.analysis else None
+    analysis = regs.analysis.get(suite.analysis)(regs) if suite.analysis else None
     if analysis is None:
         raise InputError(f"suite {protocol.suite!r} has no analysis to compute pilot values")
     mv = analysis.replicates(protocol, records, gate.metric, gate.method, scope).get(scope, {})

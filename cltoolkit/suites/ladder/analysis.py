@@ -56,7 +56,7 @@ class LadderAnalysis(Analysis):
         assert isinstance(protocol, LadderProtocol)
         ids = _metric_ids(protocol)
         out = {ids["control"]: NUMBER, ids["transfer"]: NUMBER}
-        method = registries().method.get(protocol.comparison(record.spec.comparison).method)
+        method = (self.regs or registries()).method.get(protocol.comparison(record.spec.comparison).method)
         if not getattr(method, "controls_only", False):
             out |= {ids["oneStep"]: NUMBER, ids["rollout"]: NUMBER, ids["intervention"]: NUMBER}
         return out
