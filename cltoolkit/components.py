@@ -122,9 +122,8 @@ class Metric(ABC):
 class Analysis(ABC):
     """Turns run records into per-replicate values (for gates) and the suite's summaries."""
 
-    def __init__(self, regs: Registries | None = None) -> None:
-        self.regs = regs
-        """The registries the analysis was resolved from (None: the default lookup)."""
+    regs: Registries | None = None
+    """The registries the analysis was made from (`Registries.new_analysis`; None: the default lookup)."""
 
     @abstractmethod
     def replicates(
@@ -174,10 +173,9 @@ class Suite(ABC):
     data_given: ClassVar[frozenset[str]] = frozenset({"training"})
     """The data a method of this suite may ask for (`Method.data_access`)."""
 
-    def __init__(self, regs: Registries | None = None) -> None:
-        self.regs = regs
-        """The registries the suite was resolved from (its driver resolves methods there, not from the current
-        folder): None means the default lookup."""
+    regs: Registries | None = None
+    """The registries the suite was made from (`Registries.new_suite`): its driver resolves methods there, not from
+    the current folder; None means the default lookup."""
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
         """Validation beyond the model (registered names, hyperparameters); problems carry JSON pointers."""

@@ -44,7 +44,7 @@ def freeze(
         )
     loaded = load_protocol(path, registries(project.components_file))
     regs = registries(project.components_file)
-    suite = regs.suite.get(loaded.model.suite)(regs)
+    suite = regs.new_suite(loaded.model.suite)
     problems = [Problem(f"{path}: {p.where}", p.message) for p in _envelope_checks(loaded)]
     problems += [Problem(f"{path}: {p.where}", p.message) for p in declared_change_problems(project, loaded.document)]
     problems += [

@@ -200,7 +200,7 @@ def _values(
 ) -> np.ndarray:
     regs = regs or registries()
     suite = regs.suite.get(protocol.suite)
-    analysis = regs.analysis.get(suite.analysis)(regs) if suite.analysis else None
+    analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
     if analysis is None:
         raise InputError(f"suite {protocol.suite!r} has no analysis to compute pilot values")
     mv = analysis.replicates(protocol, records, gate.metric, gate.method, scope).get(scope, {})
@@ -216,7 +216,7 @@ def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> 
     loaded = load_protocol(project.resolve_protocol(ref), regs)
     protocol = loaded.model
     key, records = _pilot_records(project, loaded, pilot_hash)
-    suite = regs.suite.get(protocol.suite)(regs)
+    suite = regs.new_suite(protocol.suite)
     cells = len([c for c in suite.cells(protocol) if c is not None]) or 1
     n_declared = declared_replicates(protocol, cells)
     tasks = len(suite.tasks(protocol))
@@ -249,7 +249,7 @@ def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]
     """Warnings for `clt protocol freeze`: gates whose declared seeds give less than the declared power."""
     protocol = loaded.model
     regs = registries(project.components_file)
-    suite = regs.suite.get(protocol.suite)(regs)
+    suite = regs.new_suite(protocol.suite)
     cells = len([c for c in suite.cells(protocol) if c is not None]) or 1
     n_declared = declared_replicates(protocol, cells)
     tasks = len(suite.tasks(protocol))

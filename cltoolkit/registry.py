@@ -186,6 +186,18 @@ class Registries:
     def analysis(self) -> Registry[type[Analysis]]:
         return cast("Registry[type[Analysis]]", self.by_kind["analysis"])
 
+    def new_suite(self, name: str) -> Suite:
+        """The suite `name`, made knowing these registries (its driver resolves methods here, in workers too)."""
+        suite = self.suite.get(name)()
+        suite.regs = self
+        return suite
+
+    def new_analysis(self, name: str) -> Analysis:
+        """The analysis `name`, made knowing these registries."""
+        analysis = self.analysis.get(name)()
+        analysis.regs = self
+        return analysis
+
     @property
     def executor(self) -> Registry[Any]:
         return self.by_kind["executor"]

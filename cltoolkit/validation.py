@@ -31,7 +31,7 @@ def validate_document(
         raise ValidationFailed(problems=[Problem(f"{source}: /suite", "required string field missing")])
     if suite_name not in regs.suite:
         raise ValidationFailed(problems=[Problem(f"{source}: /suite", regs.suite.unknown_message(suite_name))])
-    suite = regs.suite.get(suite_name)(regs)
+    suite = regs.new_suite(suite_name)
     model = validate_structure(document, source, suite.protocol_model)
     problems = id_problems(model, source, expected_id)
     problems.extend(_check_registered(model, regs, source, type(suite)))

@@ -62,7 +62,7 @@ def main() -> int:
     args = parser.parse_args()
     regs = registries(ROOT / "registry" / "components.json")
     loaded = load_protocol(ROOT / "protocols" / f"{args.protocol}.json", regs).model
-    suite = regs.suite.get(loaded.suite)(regs)
+    suite = regs.new_suite(loaded.suite)
     store = ROOT / "runs" / args.protocol
     run_ids = list(args.runs)
     if args.group:

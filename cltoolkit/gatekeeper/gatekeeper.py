@@ -105,7 +105,7 @@ def _hypotheses(
 ) -> list[Hypothesis]:
     regs = regs or registries()
     suite = regs.suite.get(protocol.suite)
-    analysis = regs.analysis.get(suite.analysis)(regs) if suite.analysis else None
+    analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
     out = []
     points_of: dict[str, list[GridPoint]] = {}
     for point in points:
@@ -183,8 +183,8 @@ def gatekeep(
     where = str(store.folder)
     scan = store.scan()
     records = list(scan.records.values())
-    suite = regs.suite.get(protocol.suite)(regs)
-    analysis = regs.analysis.get(suite.analysis)(regs) if suite.analysis else None
+    suite = regs.new_suite(protocol.suite)
+    analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
     refuse_untrusted(scan, where, protocol, lock.sha256, planned_points(suite, protocol), analysis)
     check_no_duplicates(scan, where)
     versions = check_toolkit_versions(records, protocol.analysis.allowMixedToolkitVersions, where)

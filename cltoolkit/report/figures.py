@@ -99,7 +99,7 @@ def figures(
     out = {"gates": figs, "runs": matrix_figures(completed) + curve_figures(completed, colors), "suite": []}
     suite = regs.suite.get(loaded.model.suite)
     if suite.analysis:
-        analysis = regs.analysis.get(suite.analysis)(regs)
+        analysis = regs.new_analysis(suite.analysis)
         out["suite"] = analysis.figures(loaded.model, completed, dict(results.summaries))
     return out
 

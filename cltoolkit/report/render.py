@@ -162,7 +162,7 @@ def _headline(p: Any, r: Results, regs: Registries) -> list[str]:
     suite = regs.suite.get(p.suite)
     if not suite.analysis:
         return []
-    lines = regs.analysis.get(suite.analysis)(regs).headline(p, dict(r.summaries))
+    lines = regs.new_analysis(suite.analysis).headline(p, dict(r.summaries))
     return [*lines, ""] if lines else []
 
 
@@ -263,7 +263,7 @@ def markdown_report(
         lines += ["## Exclusions (declared rules, with sensitivity)", "", *[f"- {e}" for e in r.exclusions], ""]
     suite = regs.suite.get(p.suite)
     if suite.analysis:
-        analysis = regs.analysis.get(suite.analysis)(regs)
+        analysis = regs.new_analysis(suite.analysis)
         lines += [
             analysis.report_markdown(p, [x for x in records if x.status.state == "completed"], dict(r.summaries)),
             "",

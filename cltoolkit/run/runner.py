@@ -107,7 +107,7 @@ def plan_runs(
 ) -> list[GridPoint]:
     """The stage's grid points that `selection` keeps; `regs` are the project's registries (default: looked up)."""
     regs = regs or registries()
-    suite = regs.suite.get(loaded.model.suite)(regs)
+    suite = regs.new_suite(loaded.model.suite)
     return [p for p in suite.plan(loaded.model, stage) if selection.keep(p)]
 
 
@@ -216,7 +216,7 @@ def run_protocol(
             "(its runs plan the study and never report results)"
         )
     if executor == "local":  # on a cluster the workers' devices are not this machine's
-        problem = regs.suite.get(loaded.model.suite)(regs).device_problem(device)
+        problem = regs.new_suite(loaded.model.suite).device_problem(device)
         if problem is not None:
             raise Refusal(f"--device {device}: {problem}")
     base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir

@@ -45,7 +45,7 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
         regs = registries(Path(job["components"]) if job.get("components") else None)
         protocol = load_protocol(Path(job["protocolPath"]), regs).model
         spec = RunSpec(**job["spec"])
-        suite = regs.suite.get(protocol.suite)(regs)
+        suite = regs.new_suite(protocol.suite)
         output = suite.execute(protocol, spec, Path(job["runDir"]))
         return {
             "state": "completed",
