@@ -41,6 +41,8 @@ class DynamicsModel(Method):
     suite: ClassVar[str] = "ladder"
     controls_only: ClassVar[bool] = False
     """Diagnostic controllers take part in the control rungs only."""
+    zero_action: ClassVar[bool] = False
+    """The controller acts 0 at every step (the closed-loop rung skips the model-based controller)."""
 
     @classmethod
     def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel | None:
@@ -113,6 +115,7 @@ class ZeroAction(DynamicsModel):
     """Diagnostic (trivial): always acts 0, showing the value of control."""
 
     controls_only = True
+    zero_action = True
     summary = "zero action (trivial diagnostic)"
 
     @classmethod

@@ -80,7 +80,7 @@ class LadderSuite(Suite):
                 + sum(2 * [protocol.rungs.rollout.constantSteps, *protocol.rungs.rollout.alternatingHorizons])
                 + 2 * protocol.rungs.intervention.steps
             )
-        zero = comp.method == "ladder.zero-action"
+        zero = method.zero_action
         for key, metric, env in (
             ("control", control.metric, protocol.systems.true),
             ("transfer", control.transferMetric, protocol.systems.transfer),
