@@ -7,9 +7,9 @@ is imported inside the functions that use it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from cltoolkit.errors import Problem
 
@@ -31,6 +31,7 @@ __all__ = [
     "Metric",
     "Suite",
     "ValueKind",
+    "make_method",
     "method_problems",
     "value_problems",
 ]
@@ -67,6 +68,19 @@ def method_problems(suite: type[Suite], name: str, method: object) -> list[str]:
             f"{', '.join(sorted(suite.data_given))} only"
         ]
     return []
+
+
+M = TypeVar("M", bound="Method")
+
+
+def make_method(base: type[M], name: str, hyperparameters: Mapping[str, Any], regs: Registries) -> M:
+    """The method object of one run of a suite whose interface is `base` (a dataclass with `params`,
+    `hyperparameters` and `name`): the registered class `name`, its hyperparameters validated by its `Params`."""
+    cls = regs.method.get(name)
+    if not issubclass(cls, base):
+        raise TypeError(f"method {name!r} is not a {base.__name__}: its suite's driver cannot run it")
+    params = cls.Params.model_validate(dict(hyperparameters), strict=False) if cls.Params is not None else None
+    return cls(params=params, hyperparameters=dict(hyperparameters), name=name)  # type: ignore[call-arg]
 
 
 def value_problems(metrics: dict[str, Any], expected: dict[str, ValueKind]) -> list[str]:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cltoolkit import components
 from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
 from cltoolkit.protocol.models import ProtocolBase
@@ -21,14 +22,10 @@ __all__ = ["Nav4Suite", "make_method"]
 
 
 def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries | None = None) -> Nav4Method:
-    """The method object of one run: the registered class `name`, its hyperparameters validated by its `Params`."""
+    """The method object of one run (`components.make_method` with this suite's interface)."""
     from cltoolkit.registry import registries
 
-    cls = (regs or registries()).method.get(name)
-    if not (isinstance(cls, type) and issubclass(cls, Nav4Method)) or cls.Params is None:
-        raise TypeError(f"method {name!r} is not a cltoolkit.plugin.Nav4Method with Params: nav4 cannot run it")
-    params = cls.Params.model_validate(dict(hyperparameters), strict=False)
-    return cls(params=params, hyperparameters=dict(hyperparameters), name=name)
+    return components.make_method(Nav4Method, name, hyperparameters, regs or registries())
 
 
 class Nav4Suite(Suite):

@@ -7,7 +7,7 @@ not ranked."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.suites.wmf.metrics import METRICS
 from cltoolkit.suites.wmf.seedstats import by_cell_and_comparison, record_number
+
+if TYPE_CHECKING:
+    from cltoolkit.registry import Registries
 
 __all__ = ["WmfAnalysis"]
 
@@ -50,8 +53,11 @@ FIXED_IN_CODE = (
 )
 
 
-def _fixed_in_code(protocol: ProtocolBase) -> list[str]:
-    """FIXED_IN_CODE, with the decoder and progressive-column lines as this protocol's options build them."""
+def _fixed_in_code(protocol: ProtocolBase, regs: Registries | None) -> list[str]:
+    """FIXED_IN_CODE, with the decoder and progressive-column lines as this protocol's options build them (the
+    progressive line from the comparisons whose registered method is progressive nets or builds on it)."""
+    from cltoolkit.registry import registries
+    from cltoolkit.suites.wmf.methods import ProgressiveNets
     from cltoolkit.suites.wmf.models import WmfProtocol
 
     assert isinstance(protocol, WmfProtocol)
@@ -62,8 +68,11 @@ def _fixed_in_code(protocol: ProtocolBase) -> list[str]:
             "5, 6, 6 (stride 2) to 80 x 80, the centre 64 x 64 crop (seed 000's decoder), ReLU, sigmoid output; "
             "squared error summed over pixels"
         )
+    methods = (regs or registries()).method
     lateral = {
-        dict(c.hyperparameters).get("lateral") for c in protocol.comparisons if c.method == "wmf.progressive-nets"
+        dict(c.hyperparameters).get("lateral")
+        for c in protocol.comparisons
+        if c.method in methods and issubclass(methods.get(c.method), ProgressiveNets)
     }
     if "shared-state" in lateral:
         items[-1] = (
@@ -310,7 +319,7 @@ class WmfAnalysis(Analysis):
         if summaries.get("seedAnalyses"):
             lines += ["", *seed_lines(summaries["seedAnalyses"])]
         lines += ["", "## Fixed in code, not protocol fields (`cltoolkit/suites/wmf/world.py`)", ""]
-        lines += [f"- {item}" for item in _fixed_in_code(protocol)]
+        lines += [f"- {item}" for item in _fixed_in_code(protocol, self.regs)]
         if summaries.get("reproduction"):
             from cltoolkit.suites.wmf.reference import report_lines
 
