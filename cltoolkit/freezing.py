@@ -16,13 +16,15 @@ from cltoolkit.ids import parse_id
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, canonical_bytes, protocol_hash
 from cltoolkit.protocol.load import load_json_file
-from cltoolkit.protocol.lock import Lock, read_lock, snapshot_path
-from cltoolkit.protocol.models import SCHEMA_VERSION
+from cltoolkit.protocol.lock import ComponentPin, Lock, read_lock, snapshot_path
+from cltoolkit.protocol.models import SCHEMA_VERSION, CodeAmendment
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
+from cltoolkit.run import provenance
+from cltoolkit.run.runner import protocol_components
 from cltoolkit.validation import load_protocol
 
-__all__ = ["add_erratum", "bump", "freeze", "frozen_snapshot", "restore"]
+__all__ = ["add_erratum", "amend_code", "bump", "freeze", "frozen_snapshot", "restore"]
 
 
 def freeze(
@@ -63,6 +65,7 @@ def freeze(
         frozenOn=now or datetime.datetime.now(datetime.UTC).replace(microsecond=0),
         schemaVersion=SCHEMA_VERSION,
         toolkitVersion=__version__,
+        components={k: ComponentPin.model_validate(v) for k, v in protocol_components(regs, loaded.model).items()},
     )
     from cltoolkit.planning import freeze_power_warnings
 
@@ -74,7 +77,7 @@ def freeze(
     if manifest is not None:
         write_json(project.locks_dir / f"{loaded.id}.splits.json", manifest)
     atomic_write_bytes(snapshot_path(project, loaded.id), canonical_bytes(loaded.document) + b"\n")
-    write_json(project.lock_path(loaded.id), lock.model_dump(mode="json"))
+    write_json(project.lock_path(loaded.id), lock.model_dump(mode="json", exclude_none=True))
     return lock, warnings
 
 
@@ -188,6 +191,52 @@ def add_erratum(
         raise Refusal("internal check: an erratum would change the hashed content; nothing was written")
     atomic_write_bytes(path, dump_protocol(document).encode())
     return path, len(errata)
+
+
+def amend_code(
+    project: Project, protocol_id: str, component: str, reason: str, *, today: datetime.date | None = None
+) -> tuple[Path, CodeAmendment]:
+    """Record that a pinned component's code changed after freezing (`status.codeAmendments`, outside the hash):
+    runs of the code as it is now are then accepted, and every report prints the amendment first, as not
+    pre-registered. Refuses an unpinned lock, an unknown component, unchanged code and an empty reason."""
+    from cltoolkit.protocol.models import Status
+
+    path = project.resolve_protocol(protocol_id)
+    lock = read_lock(project, path.stem)
+    if lock is None:
+        raise Refusal(f"{path.stem} is not frozen: its code is not pinned, there is nothing to amend")
+    if lock.components is None:
+        raise Refusal(f"{path.stem} was frozen before the evaluator was pinned: its code is not pinned")
+    pin = lock.components.get(component)
+    if pin is None:
+        raise InputError(f"--component {component!r}: the lock pins {', '.join(sorted(lock.components))}")
+    reason = " ".join(reason.split())
+    if not reason:
+        raise InputError("--reason is empty: say why the code changed and its expected effect on the results")
+    kind, _, name = component.partition(":")
+    regs = registries(project.components_file)
+    digest = provenance.component_source(regs[kind].target(name))["sourceSha256"]
+    document = load_json_file(path)
+    status = dict(
+        document.get("status") or {"stage": "frozen", "updatedOn": (today or datetime.date.today()).isoformat()}
+    )
+    amendments = list(status.get("codeAmendments") or [])
+    if digest == pin.sourceSha256 or any(
+        a.get("component") == component and a.get("sourceSha256") == digest for a in amendments
+    ):
+        raise Refusal(f"{component}: its code ({digest}) is already accepted; nothing to amend")
+    amendment = CodeAmendment(
+        on=today or datetime.date.today(), component=component, sourceSha256=str(digest), reason=reason
+    )
+    amendments.append(amendment.model_dump(mode="json"))
+    status["codeAmendments"] = amendments
+    Status.model_validate_json(json.dumps(status))
+    before = protocol_hash(document)
+    document["status"] = status
+    if protocol_hash(document) != before:
+        raise Refusal("internal check: an amendment would change the hashed content; nothing was written")
+    atomic_write_bytes(path, dump_protocol(document).encode())
+    return path, amendment
 
 
 def bump(project: Project, protocol_id: str, *, today: datetime.date | None = None) -> Path:

@@ -171,6 +171,48 @@ def test_results_pin_their_evidence_and_check_mode(toy, cli) -> None:  # type: i
     assert out.exit_code == 1 and "/evidence/cand-s0: removed" in out.output
 
 
+def test_check_fails_on_a_deleted_block_or_folder_and_an_edited_or_deleted_report(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _ran(toy)
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    assert read(toy.protocol_path("toy-v1"))["status"]["reportedStages"] == ["main"]
+    folder = toy.reports_dir / "toy-v1"
+    saved = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    doc = toy.protocol_path("toy-v1").read_bytes()
+
+    def restore() -> None:
+        shutil.rmtree(folder)
+        for path, data in saved.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        toy.protocol_path("toy-v1").write_bytes(doc)
+        assert cli("report", "-p", "toy-v1", "--check").exit_code == 0
+
+    restore()
+    md = folder / "main" / "report.md"
+    md.write_text(md.read_text().replace("PASS", "FAIL"))
+    out = cli("report", "-p", "toy-v1", "--check")
+    assert out.exit_code == 1 and "reports/toy-v1/main/report.md: differs from the report rendered" in out.output
+    restore()
+    html = folder / "report.html"
+    html.write_text(html.read_text().replace("PASS", "FAIL"))
+    out = cli("report", "-p", "toy-v1", "--check")
+    assert out.exit_code == 1 and "reports/toy-v1/report.html: differs" in out.output
+    restore()
+    (folder / "report.md").unlink()
+    out = cli("report", "-p", "toy-v1", "--check")
+    assert out.exit_code == 1 and "reports/toy-v1/report.md: missing" in out.output
+    restore()
+    shutil.rmtree(folder / "main")
+    out = cli("report", "-p", "toy-v1", "--check")
+    assert out.exit_code == 1 and "stage 'main' was reported (status.reportedStages) but" in out.output
+    restore()
+    data = read(toy.protocol_path("toy-v1"))
+    data["results"] = None
+    write(toy.protocol_path("toy-v1"), data)
+    out = cli("report", "-p", "toy-v1", "--check")
+    assert out.exit_code == 1 and "the results block of a reported protocol is missing" in out.output
+
+
 def test_mixed_component_code_is_refused_or_flagged(toy, cli) -> None:  # type: ignore[no-untyped-def]
     store = _ran(toy)
     key = "method:toy.method"

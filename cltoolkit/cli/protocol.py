@@ -183,6 +183,24 @@ def erratum(
     typer.echo(f"{path}: erratum {n} recorded (outside the hash; the lock still holds); re-report to print it")
 
 
+@command(app, "amend-code")
+def amend_code(
+    protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id.")],
+    component: Annotated[str, typer.Option("--component", help="`<kind>:<name>` of the changed component.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why the code changed, and its expected effect.")],
+) -> None:
+    """Record that a pinned component's code changed after freezing (status.codeAmendments, outside the hash, dated,
+    append-only): runs of the code as it is now are accepted and every report prints the amendment first, as not
+    pre-registered. The alternatives: restore the frozen code, or bump the protocol."""
+    from cltoolkit.freezing import amend_code as do_amend
+
+    path, amendment = do_amend(project(), protocol_id, component, reason)
+    console().print(
+        f"{path}: code amendment of {amendment.component} recorded ({amendment.sourceSha256[:19]}..., "
+        f"{amendment.on}); runs of this code are accepted; re-report to print it"
+    )
+
+
 @command(app, "bump")
 def bump(protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id.")]) -> None:
     """Copy a frozen protocol to the next version (unfrozen draft with `supersedes`)."""

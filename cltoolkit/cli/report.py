@@ -26,8 +26,16 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--check",
-                help="Recompute every committed results block from the records in place and fail on any difference "
-                "(writes nothing).",
+                help="Recompute every committed results block from the records in place, render its reports again, and "
+                "fail on any difference or on a reported stage whose block or report is gone (writes nothing).",
+            ),
+        ] = False,
+        render: Annotated[
+            bool,
+            typer.Option(
+                "--render",
+                help="Write the reports of every committed results block again from the block and its records (after "
+                "a change of the report's layout); the blocks must reproduce first.",
             ),
         ] = False,
         allow_mixed_code: Annotated[
@@ -39,8 +47,12 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Refuse unearned results; otherwise write `results` and `status` and reports/<id>/report.{md,html}."""
-        from cltoolkit.gatekeeper.gatekeeper import check_results, report_protocol
+        from cltoolkit.gatekeeper.gatekeeper import check_results, render_committed, report_protocol
 
+        if render:
+            for path in render_committed(project(), protocol):
+                typer.echo(f"{protocol}: rendered {path}")
+            return
         if check:
             for outcome in check_results(project(), protocol):
                 typer.echo(

@@ -8,9 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from cltoolkit.errors import Refusal
+from cltoolkit.protocol.lock import Lock, code_state
+from cltoolkit.protocol.models import Status
+from cltoolkit.protocol.results import CodeState
 from cltoolkit.run.record import RunRecord
 
-__all__ = ["check_component_code", "evidence_manifest"]
+__all__ = ["check_component_code", "check_pinned_code", "evidence_manifest"]
 
 
 def check_component_code(records: Sequence[RunRecord], allow_mixed: bool, where: str) -> list[str]:
@@ -41,6 +44,43 @@ def check_component_code(records: Sequence[RunRecord], allow_mixed: bool, where:
             + "\nRerun them under one version of the code, or report with --allow-mixed-code (the report flags it)"
         )
     return lines
+
+
+def check_pinned_code(
+    records: Sequence[RunRecord], lock: Lock, status: Status | None, allow_mixed: bool, where: str
+) -> tuple[dict[str, CodeState], list[str]]:
+    """Each component's code in the records against the code the lock pinned: `<kind>:<name>` -> as frozen |
+    amended | differs (empty for a lock that pins no code). Records whose code is neither pinned nor amended are
+    refused unless `allow_mixed`; then each is returned as a line to be shown in red."""
+    if lock.components is None:
+        return {}, []
+    amendments = status.codeAmendments if status else []
+    digests: dict[str, dict[str, list[str]]] = {}
+    for rec in records:
+        for name, source in (rec.provenance.components or {}).items():
+            digests.setdefault(name, {}).setdefault(source.sourceSha256, []).append(rec.runId)
+    states: dict[str, CodeState] = {}
+    lines = []
+    for name, by_digest in sorted(digests.items()):
+        state, _ = code_state(lock.components, amendments, name, set(by_digest))
+        states[name] = state
+        pin = lock.components.get(name)
+        accepted = {a.sourceSha256 for a in amendments if a.component == name} | ({pin.sourceSha256} if pin else set())
+        for digest, ids in sorted(by_digest.items()) if state == "differs" else []:
+            if digest not in accepted:
+                runs = ", ".join(sorted(ids)[:3]) + ("..." if len(ids) > 3 else "")
+                pinned = pin.sourceSha256 if pin else "nothing for it"
+                lines.append(
+                    f"{name}: runs {runs} carry code {digest}; the lock pinned {pinned}, no amendment covers it"
+                )
+    if lines and not allow_mixed:
+        raise Refusal(
+            f"{where}: records were made by code that differs from the code pinned at freezing:\n"
+            + "\n".join(lines)
+            + "\nRerun them with the frozen code, record a code amendment (`clt protocol amend-code`), or report "
+            "with --allow-mixed-code (the report flags it)"
+        )
+    return states, lines
 
 
 def evidence_manifest(records: Sequence[RunRecord]) -> dict[str, Any]:

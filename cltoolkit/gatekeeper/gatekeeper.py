@@ -15,7 +15,7 @@ from cltoolkit import __version__
 from cltoolkit._io import atomic_write_text, dump_json, dump_protocol
 from cltoolkit.errors import Refusal
 from cltoolkit.gatekeeper.checks import check_declared_aggregate, check_no_duplicates, check_toolkit_versions
-from cltoolkit.gatekeeper.evidence import check_component_code, evidence_manifest
+from cltoolkit.gatekeeper.evidence import check_component_code, check_pinned_code, evidence_manifest
 from cltoolkit.gatekeeper.gates import Hypothesis, decide_gates
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
@@ -197,6 +197,8 @@ def gatekeep(
     by_id = {r.runId: r for r in records}
     used = [by_id[p.run_id] for p in points if p.run_id in by_id]
     mixed_code = check_component_code(used, allow_mixed_code, where)
+    code_states, unpinned = check_pinned_code(used, lock, protocol.status, allow_mixed_code, where)
+    mixed_code += unpinned
     excluded: dict[str, str] = {}
     for rule in protocol.analysis.exclusions:
         for p in points:
@@ -251,6 +253,7 @@ def gatekeep(
         reports=[],
         evidence=evidence_manifest(used),
         mixedComponentCode=mixed_code,
+        componentCode=code_states,
     )
     return loaded, results, used
 
@@ -372,6 +375,8 @@ def report_protocol(
     status = dict(document.get("status") or {})
     status.update({"stage": "reported", "updatedOn": results.measuredOn.date().isoformat()})
     status.setdefault("note", "")
+    if not dry_run:
+        status["reportedStages"] = list(dict.fromkeys([*(status.get("reportedStages") or []), results.stage]))
     document["status"] = status
     document["results"] = results.model_dump(mode="json")
     validate_document(document, str(loaded.path), expected_id=loaded.id)
@@ -410,7 +415,77 @@ def _committed_blocks(project: Project, loaded: LoadedProtocol) -> list[tuple[st
     return blocks
 
 
-def check_results(project: Project, ref: str) -> list[CheckOutcome]:
+def _manifest_problems(project: Project, loaded: LoadedProtocol, manifest: list[str]) -> list[tuple[str, str, str]]:
+    """(where, stage, problem) for each reported stage (`status.reportedStages`) whose results block or report is
+    gone, and for a manifest that lists nothing though results were reported."""
+    out = []
+    if manifest and not isinstance(loaded.document.get("results"), dict):
+        out.append(
+            (f"{loaded.path.name}: /results", manifest[-1], "the results block of a reported protocol is missing")
+        )
+    for stage in manifest:
+        folder = project.stage_reports_dir(loaded.id, stage)
+        for name in ("results.json", "report.md", "report.html"):
+            if not (folder / name).is_file():
+                where = str((folder / name).relative_to(project.root))
+                out.append(
+                    (where, stage, f"stage {stage!r} was reported (status.reportedStages) but {where} is missing")
+                )
+    return out
+
+
+def _rendering_problems(
+    project: Project, loaded: LoadedProtocol, source: str, committed: dict[str, Any], records: Sequence[RunRecord]
+) -> list[str]:
+    """The reports beside a committed results block, rendered again from that block and its records: any
+    difference (an edited PASS, a deleted file) is named with its first differing line."""
+    from cltoolkit.report.render import render_report, report_paths
+
+    try:
+        block = Results.model_validate_json(json.dumps(committed))
+    except ValueError:
+        return []  # the block itself differs from the recomputed one: named by the comparison
+    paths = report_paths(project, loaded.id, block.stage)
+    md_path, html_path = paths[:2] if source.endswith(": /results") else paths[2:]
+    md, page = render_report(project, loaded, block, records)
+    problems = []
+    for path, text in ((md_path, md), (html_path, page)):
+        where = path.relative_to(project.root)
+        if not path.is_file():
+            problems.append(f"{where}: missing (its results block is committed)")
+            continue
+        on_disk = path.read_text(encoding="utf-8")
+        if on_disk != text:
+            line = next(
+                (i for i, (a, b) in enumerate(zip(on_disk.splitlines(), text.splitlines(), strict=False), 1) if a != b),
+                min(len(on_disk.splitlines()), len(text.splitlines())) + 1,
+            )
+            problems.append(f"{where}: differs from the report rendered from its results block (first at line {line})")
+    return problems
+
+
+def render_committed(project: Project, ref: str) -> list[Path]:
+    """Write the reports of every committed results block again, rendered from the block and its records (after the
+    report's layout changed). The blocks must reproduce from the records first (`check_results`, reports aside)."""
+    from cltoolkit.report.render import render_report, report_paths
+
+    check_results(project, ref, reports=False)
+    regs = registries(project.components_file)
+    loaded = load_protocol(project.resolve_protocol(ref), regs)
+    written = []
+    for source, committed in _committed_blocks(project, loaded):
+        block = Results.model_validate_json(json.dumps(committed))
+        _, _, records = gatekeep(project, ref, stage=block.stage, allow_mixed_code=bool(block.mixedComponentCode))
+        md, page = render_report(project, loaded, block, records)
+        paths = report_paths(project, loaded.id, block.stage)
+        md_path, html_path = paths[:2] if source.endswith(": /results") else paths[2:]
+        atomic_write_text(md_path, md)
+        atomic_write_text(html_path, page)
+        written += [md_path, html_path]
+    return written
+
+
+def check_results(project: Project, ref: str, *, reports: bool = True) -> list[CheckOutcome]:
     """`clt report --check`: recompute every committed results block of a protocol from the records in place and
     compare (everything but `measuredOn`). Raises `CheckFailed` naming each difference: an edited, added or removed
     record, or code that now computes another number."""
@@ -421,9 +496,13 @@ def check_results(project: Project, ref: str) -> list[CheckOutcome]:
     regs = registries(project.components_file)
     loaded = load_protocol(project.resolve_protocol(ref), regs)
     blocks = _committed_blocks(project, loaded)
-    if not blocks:
+    manifest = loaded.model.status.reportedStages if loaded.model.status else []
+    if not blocks and not manifest:
         raise CheckFailed(f"{loaded.id} has no results to check: report it first (`clt report --protocol {loaded.id}`)")
-    outcomes = []
+    outcomes = [
+        CheckOutcome(where, stage, 0, [problem])
+        for where, stage, problem in (_manifest_problems(project, loaded, manifest) if reports else [])
+    ]
     for source, committed in blocks:
         stage = committed.get("stage")
         _, results, records = gatekeep(
@@ -437,7 +516,11 @@ def check_results(project: Project, ref: str) -> list[CheckOutcome]:
         now = json.loads(json.dumps(fresh.model_dump(mode="json"), allow_nan=False))
         was = {k: v for k, v in committed.items() if k != "measuredOn"}
         now.pop("measuredOn", None)
+        if "componentCode" not in committed and not now.get("componentCode"):
+            now.pop("componentCode", None)  # a block written before locks pinned code
         changes = [str(c) for c in diff_documents(was, now)]
+        if reports:
+            changes += _rendering_problems(project, loaded, source, committed, records)
         # which records changed comes first: the evidence lines name them by run id
         differences = sorted(changes, key=lambda line: not line.startswith("/evidence/"))
         outcomes.append(CheckOutcome(source, results.stage, len(records), differences))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -21,19 +22,38 @@ from cltoolkit.project import Project
 from cltoolkit.protocol._base import Strict
 from cltoolkit.protocol.hashing import hashed_content, protocol_hash
 from cltoolkit.protocol.load import load_json_file
+from cltoolkit.protocol.models import CodeAmendment
+from cltoolkit.protocol.results import CodeState
 from cltoolkit.protocol.validate import LoadedProtocol
 
 __all__ = [
     "Change",
+    "ComponentPin",
     "Lock",
     "VerifyOutcome",
+    "code_state",
     "diff_documents",
     "is_frozen",
+    "pinned_code_problems",
     "read_lock",
     "require_frozen",
     "snapshot_path",
     "verify",
 ]
+
+
+class ComponentPin(Strict):
+    """The code of one component as it was when the protocol was frozen (the same fields a run record's
+    `provenance.components` carries)."""
+
+    target: str
+    """`module:attr` the component name resolved to."""
+    distribution: str | None = None
+    """Distribution that provided the module (None when unknown)."""
+    version: str | None = None
+    """Its version."""
+    sourceSha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    """Digest of the component's source files (`cltoolkit.run.provenance.component_source`)."""
 
 
 class Lock(Strict):
@@ -51,6 +71,9 @@ class Lock(Strict):
     """Protocol document format version."""
     toolkitVersion: str
     """Toolkit version that froze it."""
+    components: dict[str, ComponentPin] | None = None
+    """`<kind>:<name>` -> the code of every component the protocol uses (suite, each method, metrics, analysis),
+    pinned at freezing. Locks written before the evaluator was pinned have none: their code is "not pinned"."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +221,45 @@ def _verify_one(project: Project, protocol_id: str, history: bool = True) -> Ver
         else:
             problems.append("its snapshot does not match the lock: cannot name the changed fields")
     return VerifyOutcome(protocol_id, not problems, lock.sha256, actual, tuple(problems), tuple(notes))
+
+
+def pinned_code_problems(
+    lock: Lock, amendments: Sequence[CodeAmendment], used: dict[str, dict[str, str | None]]
+) -> list[str]:
+    """The components of `used` (`<kind>:<name>` -> source, as `component_source` gives it) whose code is neither
+    the code the lock pinned nor a recorded code amendment. Nothing for a lock made before the evaluator was pinned
+    (its code is not pinned)."""
+    if lock.components is None:
+        return []
+    problems = []
+    for name, source in sorted(used.items()):
+        pin = lock.components.get(name)
+        digest = source.get("sourceSha256")
+        if pin is None:
+            problems.append(
+                f"{name}: not among the components pinned at freezing ({', '.join(sorted(lock.components))})"
+            )
+        elif pin.target != source.get("target"):
+            problems.append(f"{name}: resolves to {source.get('target')}, but the lock pinned {pin.target}")
+        elif digest != pin.sourceSha256 and not any(
+            a.component == name and a.sourceSha256 == digest for a in amendments
+        ):
+            problems.append(f"{name} ({pin.target}): its code is {digest}, the lock pinned {pin.sourceSha256}")
+    return problems
+
+
+def code_state(
+    pins: dict[str, ComponentPin], amendments: Sequence[CodeAmendment], name: str, digests: set[str]
+) -> tuple[CodeState, list[CodeAmendment]]:
+    """How the code of component `name` that records carry (`digests`) stands against the pinned code: `as frozen`,
+    `amended` (with the amendments that cover it) or `differs`."""
+    pin = pins.get(name)
+    if pin is None:
+        return "differs", []
+    used = [a for a in amendments if a.component == name and a.sourceSha256 in digests]
+    if digests <= {pin.sourceSha256, *(a.sourceSha256 for a in used)}:
+        return ("amended", used) if used else ("as frozen", [])
+    return "differs", used
 
 
 def require_frozen(project: Project, loaded: LoadedProtocol) -> Lock:

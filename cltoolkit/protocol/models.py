@@ -20,8 +20,10 @@ __all__ = [
     "Budget",
     "BudgetMatch",
     "Claim",
+    "CodeAmendment",
     "Comparison",
     "DeclaredChange",
+    "Erratum",
     "EvaluationSet",
     "ExclusionRule",
     "Gate",
@@ -430,6 +432,21 @@ class Erratum(Strict):
     """Where the reference shows it (file and lines, commit)."""
 
 
+class CodeAmendment(Strict):
+    """A change of a pinned component's code after freezing, recorded (dated, with its reason) so that runs of the
+    new code are accepted. Outside the hash and append-only like errata; every report prints it first, as not
+    pre-registered."""
+
+    on: datetime.date
+    """When the amendment was recorded."""
+    component: str = Field(pattern=r"^(suite|method|metric|analysis):.+$")
+    """`<kind>:<name>` of the component whose code changed."""
+    sourceSha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    """The digest of the amended code that runs may now carry (beside the lock's)."""
+    reason: str = Field(min_length=1)
+    """Why the code changed, and its expected effect on the results."""
+
+
 class Status(Strict):
     """Mutable status, outside the hash; written by people while drafting and by the gatekeeper after."""
 
@@ -443,6 +460,12 @@ class Status(Strict):
     """Milestone id -> state."""
     errata: list[Erratum] = Field(default_factory=list)
     """Differences from the reference found after freezing (`clt protocol erratum`), printed by every report."""
+    reportedStages: list[str] = Field(default_factory=list)
+    """Every stage `clt report` has reported (the manifest `clt report --check` checks: each listed stage's results
+    block and reports must be there; a stage once listed stays listed)."""
+    codeAmendments: list[CodeAmendment] = Field(default_factory=list)
+    """Changes of pinned component code after freezing (`clt protocol amend-code`), printed first by every
+    report."""
 
 
 class ProtocolBase(Strict):

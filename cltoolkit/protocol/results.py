@@ -9,7 +9,16 @@ from pydantic import Field, JsonValue
 
 from cltoolkit.protocol._base import Strict
 
-__all__ = ["RESULTS_VERSION", "BudgetCheck", "GateResult", "HypothesisResult", "Results", "RunCounts", "RunSummary"]
+__all__ = [
+    "RESULTS_VERSION",
+    "BudgetCheck",
+    "CodeState",
+    "GateResult",
+    "HypothesisResult",
+    "Results",
+    "RunCounts",
+    "RunSummary",
+]
 
 Decision = Literal["pass", "fail", "not-evaluable", "reported"]
 
@@ -151,6 +160,10 @@ class RunSummary(Strict):
 RESULTS_VERSION = 2
 
 
+CodeState = Literal["as frozen", "amended", "differs"]
+"""How the code that records carry stands against the code a lock pinned."""
+
+
 class Results(Strict):
     """The results block of a protocol."""
 
@@ -192,3 +205,7 @@ class Results(Strict):
     mixedComponentCode: list[str] = Field(default_factory=list)
     """Comparisons whose records came from different component code (only when reported with
     `--allow-mixed-code`; otherwise such a report is refused). Shown in red in the report."""
+    componentCode: dict[str, CodeState] = Field(default_factory=dict)
+    """`<kind>:<name>` -> how the code the records carry stands against the code the lock pinned: as frozen,
+    amended (a dated code amendment in `status.codeAmendments` covers it) or differs (only with
+    `--allow-mixed-code`). Empty when the lock pins no code (frozen before the evaluator was pinned)."""

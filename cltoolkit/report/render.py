@@ -199,6 +199,7 @@ def markdown_report(
             if r.mixedComponentCode
             else []
         ),
+        *_amendment_lines(p),
         *_errata_lines(p),
         *_claims(p, r, regs),
         "## Runs",
@@ -304,6 +305,7 @@ def markdown_report(
         f"- Exclusions: {(len(r.exclusions) and 'see above') or 'none'}; every planned run is listed above.",
         "- Compute: see the table below (measured, analytical counts and estimates kept apart).",
         f"- Disclosures declared: {'; '.join(p.disclosures) or '-'}.",
+        _code_line(r),
         f"- Errata found after freezing (not pre-registered): {len(p.status.errata) if p.status else 0}"
         + (" (see the top)." if p.status and p.status.errata else "."),
         f"- Outside scope: {'; '.join(p.outsideScope) or '-'}.",
@@ -311,6 +313,35 @@ def markdown_report(
         *_compute_lines(costs),
     ]
     return "\n".join(lines)
+
+
+def _amendment_lines(p: ProtocolBase) -> list[str]:
+    """Code amendments (`status.codeAmendments`): changes of pinned component code after the freeze, printed
+    before everything else that rests on the records, as not pre-registered."""
+    amendments = p.status.codeAmendments if p.status else []
+    if not amendments:
+        return []
+    return [
+        f"**Code amendments: {len(amendments)} change(s) of the pinned evaluator after this protocol was frozen "
+        "(not pre-registered).** Runs of the amended code are accepted beside runs of the frozen code:",
+        "",
+        *(f"- {a.on.isoformat()}, `{a.component}` now `{a.sourceSha256[:19]}...`: {a.reason}" for a in amendments),
+        "",
+    ]
+
+
+def _code_line(r: Results) -> str:
+    """Per component: the records' code as frozen, amended or differing; or that the lock pins no code."""
+    if not r.componentCode:
+        return (
+            "- Evaluator code: not pinned (this protocol was frozen before locks pinned component code; the records "
+            "carry their own source digests)."
+        )
+    return (
+        "- Evaluator code (pinned at freezing): "
+        + "; ".join(f"`{k}` {v}" for k, v in sorted(r.componentCode.items()))
+        + "."
+    )
 
 
 def _errata_lines(p: ProtocolBase) -> list[str]:
@@ -519,6 +550,19 @@ def write_reports(
     """`reports/<id>/report.{md,html}` (the stage reported last, beside the protocol's results block) and the same
     pair under `reports/<id>/<stage>/`, so that reporting a later stage (validation after preliminary) never erases
     an earlier stage's report; `clt report` adds that stage's results block there as `results.json`."""
+    md, page = render_report(project, loaded, results, records)
+    written = report_paths(project, loaded.id, results.stage)
+    for md_path, html_path in zip(written[::2], written[1::2], strict=True):
+        atomic_write_text(md_path, md)
+        atomic_write_text(html_path, page)
+    return written
+
+
+def render_report(
+    project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
+) -> tuple[str, str]:
+    """The Markdown and HTML text of a report: a function of the results block, the records and the protocol only
+    (no clock, no machine), so `clt report --check` can render it again and compare."""
     regs = registries(project.components_file)
     md = markdown_report(loaded, results, records, regs)
     blocks = {
@@ -543,11 +587,7 @@ def write_reports(
         "<!doctype html><html><head><meta "
         f"charset='utf-8'><title>{loaded.id}</title><style>{style}</style></head><body>{body}</body></html>\n"
     )
-    written = report_paths(project, loaded.id, results.stage)
-    for md_path, html_path in zip(written[::2], written[1::2], strict=True):
-        atomic_write_text(md_path, md)
-        atomic_write_text(html_path, page)
-    return written
+    return md, page
 
 
 def report_paths(project: Project, protocol_id: str, stage: str) -> list[Path]:

@@ -18,8 +18,8 @@ from cltoolkit._io import write_json
 from cltoolkit.errors import InputError, Refusal
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
-from cltoolkit.protocol.lock import read_lock, require_frozen
-from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.protocol.lock import Lock, pinned_code_problems, read_lock, require_frozen
+from cltoolkit.protocol.models import CodeAmendment, ProtocolBase
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
 from cltoolkit.run import provenance
@@ -28,7 +28,16 @@ from cltoolkit.run.spec import ExecutionResult, GridPoint, RunSpec
 from cltoolkit.run.store import RunStore
 from cltoolkit.validation import load_protocol, validate_document
 
-__all__ = ["RunSummary", "Selection", "apply_sets", "components_used", "plan_runs", "run_protocol"]
+__all__ = [
+    "RunSummary",
+    "Selection",
+    "apply_sets",
+    "components_used",
+    "plan_runs",
+    "protocol_components",
+    "refuse_unpinned_code",
+    "run_protocol",
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,21 @@ class Selection:
     seeds: tuple[int, ...] = ()
     orders: tuple[str, ...] = ()
     cells: tuple[str, ...] = ()
+
+    def unmatched(self, points: Sequence[GridPoint]) -> list[str]:
+        """Each selected value that no grid point of the stage has (a typo, or a seed outside the stage)."""
+        out = []
+        for flag, wanted, have in (
+            ("--methods", self.methods, {p.comparison for p in points}),
+            ("--seeds", self.seeds, {p.seed for p in points}),
+            ("--orders", self.orders, {p.order for p in points}),
+            ("--cells", self.cells, {p.cell for p in points}),
+        ):
+            missing = [str(v) for v in wanted if v not in have]
+            if missing:
+                known = ", ".join(sorted(str(v) for v in have if v is not None)) or "none"
+                out.append(f"{flag} {', '.join(missing)}: not in this stage's grid (it has: {known})")
+        return out
 
     def keep(self, point: GridPoint) -> bool:
         return (
@@ -109,6 +133,31 @@ def plan_runs(
     regs = regs or registries()
     suite = regs.new_suite(loaded.model.suite)
     return [p for p in suite.plan(loaded.model, stage) if selection.keep(p)]
+
+
+def protocol_components(regs: Registries, protocol: ProtocolBase) -> dict[str, dict[str, str | None]]:
+    """The code of every component a protocol's runs use (the union of `components_used` over its comparisons'
+    methods): what freezing pins in the lock."""
+    out: dict[str, dict[str, str | None]] = {}
+    for method in sorted({c.method for c in protocol.comparisons}):
+        out.update(components_used(regs, protocol, method))
+    return out
+
+
+def refuse_unpinned_code(
+    lock: Lock, amendments: Sequence[CodeAmendment], used: dict[str, dict[str, str | None]], protocol_id: str
+) -> None:
+    """Refuse an official run whose component code is neither the lock's nor a recorded code amendment."""
+    problems = pinned_code_problems(lock, amendments, used)
+    if problems:
+        raise Refusal(
+            f"{protocol_id}: the code of {len(problems)} component(s) differs from the code pinned when it was frozen "
+            f"({lock.frozenOn:%Y-%m-%d}):\n"
+            + "\n".join(problems)
+            + f"\nRestore the frozen code, make a new version (`clt protocol bump {protocol_id}`), or record a dated "
+            f"code amendment (`clt protocol amend-code {protocol_id} --component <kind:name> --reason ...`; every "
+            "report prints it first, as not pre-registered)"
+        )
 
 
 def components_used(regs: Registries, protocol: ProtocolBase, method: str) -> dict[str, dict[str, str | None]]:
@@ -256,6 +305,11 @@ def _run_locked(
     store.refuse_corrupt(scan)
     store.refuse_foreign(scan, digest)
     points = plan_runs(loaded, stage, selection, regs)
+    if not points and selection != Selection():
+        lines = selection.unmatched(plan_runs(loaded, stage, Selection(), regs)) or ["no grid point has them all"]
+        raise InputError(
+            f"{loaded.id}: the selection matches no run of stage {loaded.model.stage(stage).id!r}:\n" + "\n".join(lines)
+        )
     stage_id = loaded.model.stage(stage).id
     todo = [p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")]
     summary = RunSummary(loaded.id, digest, pilot, store.folder, len(points), len(points) - len(todo))
@@ -298,10 +352,14 @@ def _run_locked(
         )
         for p in todo
     ]
+    code = {m: components_used(regs, loaded.model, m) for m in sorted({s.method for s in specs})}
+    lock = None if pilot else read_lock(project, loaded.id)
+    if lock is not None:
+        amendments = loaded.model.status.codeAmendments if loaded.model.status else []
+        refuse_unpinned_code(lock, amendments, {k: v for c in code.values() for k, v in c.items()}, loaded.id)
     runner = regs.executor.get(executor)(
         project.components_file if project.components_file.is_file() else None, **(executor_options or {})
     )
-    code = {m: components_used(regs, loaded.model, m) for m in sorted({s.method for s in specs})}
     grid_start = datetime.datetime.now(datetime.UTC)
     started: dict[str, datetime.datetime] = {}  # runs the executor has started (on_start), with the time
     done: set[str] = set()

@@ -29,6 +29,7 @@ def test_freeze_writes_lock(cli, project) -> None:  # type: ignore[no-untyped-de
         "frozenOn",
         "schemaVersion",
         "toolkitVersion",
+        "components",
     }
     assert cli("protocol", "verify").exit_code == 0
 

@@ -1,0 +1,131 @@
+"""The freeze pins the evaluator: the lock records the source digest of every component a protocol uses, an
+official run of other code is refused by name, a dated code amendment lets it run and every report prints it
+first; locks made before pinning keep working and say "not pinned"."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from cltoolkit.freezing import freeze
+from cltoolkit.project import Project
+from cltoolkit.protocol.lock import read_lock
+from cltoolkit.registry import reset_registries
+from cltoolkit.run.runner import run_protocol
+from tests.conftest import read, write
+from tests.toy_suite import COMPONENTS, toy_protocol
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+METHOD = '''
+from tests.toy_suite import ToyMethod
+
+
+class Mine(ToyMethod):
+    """A user's method, in the project folder."""
+
+    shift = 0.0
+'''
+
+
+@pytest.fixture
+def mine(toy: Project, monkeypatch: pytest.MonkeyPatch) -> Project:
+    """The toy project with its candidate a method defined in the project folder (`mymethods.py`), frozen."""
+    (toy.root / "mymethods.py").write_text(METHOD)
+    monkeypatch.syspath_prepend(str(toy.root))
+    monkeypatch.delitem(sys.modules, "mymethods", raising=False)  # another test's project folder had one too
+    monkeypatch.setenv("PYTHONPATH", f"{toy.root}:{Path(__file__).resolve().parents[2]}")
+    write(toy.components_file, {**COMPONENTS, "method": {**COMPONENTS["method"], "me.mine": "mymethods:Mine"}})
+    doc = toy_protocol(seeds=3)
+    doc["comparisons"][0]["method"] = "me.mine"
+    write(toy.protocol_path("toy-v1"), doc)
+    reset_registries()
+    freeze(toy, "toy-v1")
+    return toy
+
+
+def _edit_method(project: Project) -> None:
+    (project.root / "mymethods.py").write_text(METHOD.replace("shift = 0.0", "shift = 0.05  # tuned after freezing"))
+    from cltoolkit.run import provenance
+
+    provenance._source_digest.cache_clear()
+
+
+def test_the_lock_pins_every_component_the_protocol_uses(mine: Project) -> None:
+    lock = read_lock(mine, "toy-v1")
+    assert lock is not None and lock.components is not None
+    assert set(lock.components) == {
+        "suite:toy",
+        "method:me.mine",
+        "method:toy.method",
+        "metric:toy.score-v1",
+        "analysis:toy",
+    }
+    assert lock.components["method:me.mine"].target == "mymethods:Mine"
+    assert read(mine.lock_path("toy-v1"))["components"]["method:me.mine"]["sourceSha256"].startswith("sha256:")
+
+
+def test_an_edited_method_is_refused_then_runs_under_a_code_amendment_printed_first(mine: Project, cli) -> None:  # type: ignore[no-untyped-def]
+    _edit_method(mine)
+    out = cli("run", "-p", "toy-v1")
+    assert out.exit_code == 1 and "Traceback" not in out.output, out.output
+    assert "method:me.mine (mymethods:Mine): its code is sha256:" in out.output
+    assert "the lock pinned sha256:" in out.output
+    assert "clt protocol amend-code toy-v1" in out.output and "bump" in out.output
+    assert not (mine.runs_dir / "toy-v1").exists() or not list((mine.runs_dir / "toy-v1").glob("*/record.json"))
+
+    out = cli("protocol", "amend-code", "toy-v1", "--component", "method:me.mine", "--reason", "")
+    assert out.exit_code != 0 and "--reason is empty" in out.output
+    out = cli("protocol", "amend-code", "toy-v1", "--component", "method:nope", "--reason", "x")
+    assert out.exit_code != 0 and "the lock pins" in out.output
+    out = cli("protocol", "amend-code", "toy-v1", "--component", "method:me.mine", "--reason", "shift tuned: +0.05")
+    assert out.exit_code == 0, out.output
+    assert cli("protocol", "verify").exit_code == 0  # the amendment is outside the hash
+    out = cli("protocol", "amend-code", "toy-v1", "--component", "method:me.mine", "--reason", "again")
+    assert out.exit_code != 0 and "already accepted" in out.output
+
+    assert cli("run", "-p", "toy-v1").exit_code == 0
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    results = read(mine.protocol_path("toy-v1"))["results"]
+    assert results["componentCode"]["method:me.mine"] == "amended"
+    assert results["componentCode"]["suite:toy"] == "as frozen"
+    md = (mine.reports_dir / "toy-v1" / "report.md").read_text()
+    top = md.split("## ", 1)[0]
+    assert "Code amendments: 1 change(s) of the pinned evaluator" in top and "shift tuned: +0.05" in top
+    assert "`method:me.mine` amended" in md
+
+
+def test_records_of_unpinned_code_are_refused_by_the_gatekeeper(mine: Project, cli) -> None:  # type: ignore[no-untyped-def]
+    run_protocol(mine, "toy-v1")
+    _edit_method(mine)
+    lock = read(mine.lock_path("toy-v1"))
+    # records made by code the lock does not pin (as if the lock had pinned other code): refused by name
+    lock["components"]["method:me.mine"]["sourceSha256"] = "sha256:" + "1" * 64
+    mine.lock_path("toy-v1").write_text(json.dumps(lock))
+    out = cli("report", "-p", "toy-v1")
+    assert out.exit_code == 1 and "differs from the code pinned at freezing" in out.output, out.output
+    assert "method:me.mine: runs cand-s0, cand-s1, cand-s2 carry code sha256:" in out.output
+
+
+def test_a_lock_without_pins_keeps_working_and_its_report_says_not_pinned(mine: Project, cli) -> None:  # type: ignore[no-untyped-def]
+    lock = read(mine.lock_path("toy-v1"))
+    del lock["components"]
+    mine.lock_path("toy-v1").write_text(json.dumps(lock))
+    _edit_method(mine)
+    assert cli("run", "-p", "toy-v1").exit_code == 0
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    assert read(mine.protocol_path("toy-v1"))["results"]["componentCode"] == {}
+    assert "Evaluator code: not pinned" in (mine.reports_dir / "toy-v1" / "report.md").read_text()
+
+
+def test_every_committed_report_of_an_unpinned_lock_says_so() -> None:
+    from tests.conftest import REPO
+
+    for lock_file in sorted((REPO / "registry" / "locks").glob("*.lock.json")):
+        pid = lock_file.name.removesuffix(".lock.json")
+        report = REPO / "reports" / pid / "report.md"
+        if "components" not in read(lock_file) and report.is_file():
+            assert "Evaluator code: not pinned" in report.read_text(), pid
