@@ -62,13 +62,19 @@ def _data(
     }
     if family.rendering != "native-64":  # wmf-v1's keys stay as they were
         key["rendering"] = family.rendering
+    by_role = protocol.data.collectionSeeds == "by-role"
+    if by_role:  # wmf-v2's keys stay as they were
+        key["role"] = label
+    collection_seed = (
+        derived_seed(seed, label, task.env, _physics(task), split)
+        if by_role
+        else derived_seed(seed, task.env, _physics(task), split)
+    )
 
     def compute() -> Episodes:
         env = make_env(family.renderer, task.env, *_physics(task), family.rendering)
         try:
-            return collect(
-                env, episodes, protocol.data.maxEpisodeSteps, derived_seed(seed, task.env, _physics(task), split)
-            )
+            return collect(env, episodes, protocol.data.maxEpisodeSteps, collection_seed)
         finally:
             env.close()
 
@@ -80,19 +86,45 @@ def _data(
         return Episodes(d["frames"].numpy(), d["actions"].numpy(), d["lengths"].numpy())
 
     value: Episodes = cache.get(f"data-{split}-{label}", key, compute, encode, decode)[0]
+    if protocol.data.terminalFrame == "dropped":
+        value = _stored_as_the_seed_does(value, protocol.training.sequenceLength)
     return value
 
 
-def _fresh(protocol: WmfProtocol, build: Callable[[ModelSpec], RSSM], width: int, seed: int, device: str) -> RSSM:
-    """A freshly initialised model (on the CPU, so every device starts from the same weights), then moved."""
-    torch.manual_seed(derived_seed(seed, "init"))
+def _stored_as_the_seed_does(data: Episodes, length: int) -> Episodes:
+    """The episodes as seed 000's buffer holds them: each step's frame before its action, never the frame after an
+    episode's last action, and no episode with fewer than `length` steps. The valid frames of an episode of n >= length
+    steps become 0..n-1 (n - 1 transitions between stored frames); a shorter one keeps none."""
+    lengths = np.where(data.lengths >= length, data.lengths - 1, 0)
+    return Episodes(data.frames, data.actions, lengths.astype(data.lengths.dtype))
+
+
+def _fresh(
+    protocol: WmfProtocol, build: Callable[[ModelSpec], RSSM], width: int, seed: int, device: str, role: str = ""
+) -> RSSM:
+    """A freshly initialised model (on the CPU, so every device starts from the same weights), then moved. With
+    `model.initialisation` independent, a `role` (the task-B reference, the random-init reference) draws its own."""
     m = protocol.model
+    independent = m.initialisation == "independent" and role
+    torch.manual_seed(derived_seed(seed, "init", role) if independent else derived_seed(seed, "init"))
     model = build(ModelSpec(m.latent, m.hidden, width, m.channels, m.beta))
     if not isinstance(model, RSSM):
         raise TypeError(f"build() must return a cltoolkit RSSM (or a subclass), got {type(model).__name__}")
     if m.decoder == "2x2-crop":
         model.vae.use_seed_decoder()
+    model.var_eps = m.varianceEpsilon
     return model.to(device)
+
+
+_V3_MODEL = frozenset({"initialisation", "varianceEpsilon"})
+_V3_DATA = frozenset({"windows", "terminalFrame", "collectionSeeds"})
+"""Options wmf-v3 added: in a stage's key only when not at their default, so earlier versions' keys stay as they
+were."""
+
+
+def _at_default(section: Any, names: frozenset[str]) -> set[str]:
+    fields = type(section).model_fields
+    return {n for n in names if getattr(section, n) == fields[n].default}
 
 
 def _plain(spec: ModelSpec) -> RSSM:
@@ -151,15 +183,17 @@ def run_cell(
     width = int(data["A", "train"].actions.shape[-1])
     if int(data["B", "train"].actions.shape[-1]) != width:
         raise ValueError(f"{cell}: tasks A and B have different action widths")
-    data_key = {f"{split}-{task}": cache.used[f"data-{split}-{task}"] for task, split in data}
+    data_key: dict[str, Any] = {f"{split}-{task}": cache.used[f"data-{split}-{task}"] for task, split in data}
+    data_key.update(protocol.data.model_dump(mode="json", include=set(_V3_DATA - _at_default(protocol.data, _V3_DATA))))
     model_key = {
-        "model": protocol.model.model_dump(mode="json"),
+        "model": protocol.model.model_dump(mode="json", exclude=_at_default(protocol.model, _V3_MODEL)),
         "training": cfg.model_dump(mode="json"),
         "data": data_key,
         "seed": seed,
     }
     batch = cfg.batch
     stream = method.stream_name
+    episode_first = protocol.data.windows == "episode-then-start"
 
     def start(task: str) -> TaskStart:
         return TaskStart(task, "AB".index(task), training[task], batch, cfg.updatesPerTask)
@@ -183,14 +217,16 @@ def run_cell(
             raise BudgetViolation(
                 f"sampling() asks for {[n for _, n in sources]} windows per update; they must sum to the batch, {batch}"
             )
-        log = train_phase(model, sources, cfg, seed_, extra, uniform_episodes=sampling.uniform_episodes)
+        log = train_phase(
+            model, sources, cfg, seed_, extra, uniform_episodes=sampling.uniform_episodes, episode_first=episode_first
+        )
         replayed[task.task] = sum(
             n for (src, _), n in zip(sampling.sources, log.drawn, strict=True) if src.task != task.task
         )
         return log
 
-    def phase(build: Callable[[ModelSpec], RSSM], task: str, hooks: bool) -> dict[str, Any]:
-        model = _fresh(protocol, build, width, seed, device)
+    def phase(build: Callable[[ModelSpec], RSSM], task: str, hooks: bool, role: str = "") -> dict[str, Any]:
+        model = _fresh(protocol, build, width, seed, device, role)
         init = state(model)
         log = train(model, start(task), derived_seed(seed, "phase", task), hooks)
         return {"init": init, "state": state(model), "curve": log.curve, "nanSteps": log.nan_steps,
@@ -207,7 +243,9 @@ def run_cell(
     if own:
         method.load_state_dict(stage_a.get("method", {}))
     ref_b, _ = cache.get(
-        "reference-B-scratch", {**model_key, "stage": "reference-B"}, lambda: phase(_plain, "B", False)
+        "reference-B-scratch",
+        {**model_key, "stage": "reference-B"},
+        lambda: phase(_plain, "B", False, "reference-B"),
     )
     ref_a = (
         cache.get(
@@ -231,13 +269,19 @@ def run_cell(
         m.eval()
         return m
 
-    m_init = load(method.build, stage_a["init"])
+    independent = protocol.model.initialisation == "independent"
+    m_init = (
+        _fresh(protocol, method.build, width, seed, device, "random-init").eval()
+        if independent
+        else load(method.build, stage_a["init"])
+    )
     m_a = load(method.build, stage_a["state"])
     m_b = load(method.build, stage_a["state"])
 
     held_a, held_b = data["A", "heldout"], data["B", "heldout"]
     rows_d = _rows(held_a, ev_cfg.transitions, seed, "D_A")
-    rows_f = _rows(held_a, ev_cfg.fisherTransitions, seed, "fisher", skip=rows_d)
+    disjoint = ev_cfg.fisherSet == "disjoint-from-DA"
+    rows_f = _rows(held_a, ev_cfg.fisherTransitions, seed, "fisher", skip=rows_d if disjoint else None)
     frames_a = _rows(held_a, ev_cfg.reconstructionFrames, seed, "recon-A")
     frames_b = _rows(held_b, ev_cfg.reconstructionFrames, seed, "recon-B")
     if method.uses_importance_set and len(rows_f) == 0:

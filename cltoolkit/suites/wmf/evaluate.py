@@ -53,7 +53,7 @@ def nll(model: RSSM, d: LatentSet, seed: int = 0) -> float:
     torch.manual_seed(seed)
     h = model.step(model.initial(d.z.shape[0], d.z), d.z, d.a)
     mu, logvar = model.prior(h)
-    return float(gaussian_nll(d.z_next, mu, logvar).mean())
+    return float(gaussian_nll(d.z_next, mu, logvar, model.var_eps).mean())
 
 
 @torch.no_grad()

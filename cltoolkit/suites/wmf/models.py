@@ -84,6 +84,17 @@ class WmfData(Strict):
     """Episodes are cut at this many steps."""
     policy: Literal["uniform-random"] = "uniform-random"
     """Data policy: uniform random actions (one-hot for MiniGrid)."""
+    windows: Literal["uniform-over-windows", "episode-then-start"] = "uniform-over-windows"
+    """How a training window is drawn: uniformly over all windows of the task (wmf-v1, wmf-v2), or an episode
+    uniformly, then a start uniformly within it (seed 000's `src/utils/buffer.py`)."""
+    terminalFrame: Literal["stored", "dropped"] = "stored"
+    """`stored` (wmf-v1, wmf-v2): an episode's frame after its last action enters training windows, D_A and the
+    reconstruction frames. `dropped` (seed 000's buffer, which stores each step's frame before its action): it never
+    does, and an episode with fewer steps than `training.sequenceLength` is not used at all."""
+    collectionSeeds: Literal["by-task", "by-role"] = "by-task"
+    """`by-task` (wmf-v1, wmf-v2): the episodes of a task are seeded by the task (environment and physics), so a
+    task that is B in one cell and A in the next has the same episodes in both and the cells are correlated.
+    `by-role`: the seed also names the role (A or B), as seed 000 seeds env_A with the seed and env_B with seed + 1."""
 
 
 class WmfModel(Strict):
@@ -100,6 +111,14 @@ class WmfModel(Strict):
     decoder: Literal["1x1", "2x2-crop"] = "1x1"
     """`1x1` (wmf-v1): World Models' decoder, Linear(latent, 4 c4) as a 1 x 1 map to 64 x 64 directly. `2x2-crop`:
     seed 000's code, Linear(latent, 4 c4) as (c4, 2, 2) to 80 x 80, then the centre 64 x 64 crop."""
+    initialisation: Literal["shared", "independent"] = "shared"
+    """`shared` (wmf-v1, wmf-v2): the task-A model, the from-scratch task-B reference and the random-init reference
+    start from one initialisation. `independent` (seed 000): the task-B reference and the random-init reference are
+    each drawn on their own (the seed draws them later from its global generator)."""
+    varianceEpsilon: float = Field(default=0.0, ge=0.0)
+    """Added to the prior variance where it divides by it: the training KL, the transition NLL of PF and the task-A
+    fit, and the EWC Fisher's NLL. 0 (wmf-v1, wmf-v2): exact division. Seed 000 adds 1e-8 (rssm.py, ug_mtm.py,
+    progressive_nets.py, metrics.py, ewc.py); RD's KL is exact in both."""
 
 
 class WmfTraining(Strict):
@@ -124,6 +143,9 @@ class WmfEvaluation(Strict):
 
     transitions: int = Field(ge=1)
     """|D_A|: held-out task-A transitions, encoded once by the post-A model."""
+    fisherSet: Literal["disjoint-from-DA", "independent"] = "disjoint-from-DA"
+    """How EWC's importance set is drawn from the held-out task-A transitions: disjoint from D_A (wmf-v1, wmf-v2), or
+    independently of it (seed 000, `seed + 10000`: a few transitions may be in both)."""
     fisherTransitions: int = Field(ge=1)
     """Held-out task-A transitions for EWC's Fisher (disjoint from D_A)."""
     reconstructionFrames: int = Field(ge=1)

@@ -58,7 +58,7 @@ def fisher_diagonal(model: RSSM, z: torch.Tensor, a: torch.Tensor, z_next: torch
         model.zero_grad(set_to_none=True)
         h = model.step(model.initial(1, z), z[i : i + 1], a[i : i + 1])
         mu, logvar = model.prior(h)
-        (-gaussian_nll(z_next[i : i + 1], mu, logvar).sum()).backward()
+        (-gaussian_nll(z_next[i : i + 1], mu, logvar, model.var_eps).sum()).backward()
         for n, p in params.items():
             if p.grad is not None:
                 fisher[n] += p.grad.detach().pow(2)
@@ -105,13 +105,15 @@ def train_phase(
     extra_loss: Callable[[RSSM, torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None,
     *,
     uniform_episodes: bool = False,
+    episode_first: bool = False,
 ) -> Phase:
     """`cfg.updatesPerTask` Adam updates on windows drawn uniformly from each source (`(episodes, windows per
     batch)`; the counts sum to the batch). With `uniform_episodes` the sources are pooled instead: each of the
     batch's windows picks one episode uniformly among all sources' episodes, then a start uniformly within it (seed
-    000's replay buffer). Adam is built here over the trainable parameters. Every random draw (windows, posterior
-    noise, dropout) comes from generators seeded by `seed`. `extra_loss(model, obs, actions, step)` is a method's
-    term added to every update's loss (None adds nothing)."""
+    000's replay buffer). With `episode_first` each source's own windows are drawn that way (an episode, then a
+    start; seed 000's buffer for one task). Adam is built here over the trainable parameters. Every random draw
+    (windows, posterior noise, dropout) comes from generators seeded by `seed`. `extra_loss(model, obs, actions,
+    step)` is a method's term added to every update's loss (None adds nothing)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     windows = [data.windows(cfg.sequenceLength) for data, _ in sources]
@@ -131,7 +133,12 @@ def train_phase(
         obs_parts, act_parts = [], []
         picks = _pooled_rows(sources, windows, rng) if uniform_episodes else None
         for i, ((data, count), win) in enumerate(zip(sources, windows, strict=True)):
-            rows = picks[i] if picks is not None else win[rng.integers(len(win), size=count)]
+            if picks is not None:
+                rows = picks[i]
+            elif episode_first:
+                rows = _pooled_rows([(data, count)], [win], rng)[0]
+            else:
+                rows = win[rng.integers(len(win), size=count)]
             drawn[i] += len(rows)
             if len(rows) == 0:
                 continue

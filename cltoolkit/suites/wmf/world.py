@@ -32,15 +32,22 @@ __all__ = [
 LOG_2PI = math.log(2 * math.pi)
 
 
-def gaussian_kl(mu_q: Tensor, logvar_q: Tensor, mu_p: Tensor, logvar_p: Tensor) -> Tensor:
-    """KL(N(mu_q, exp(logvar_q)) || N(mu_p, exp(logvar_p))) of diagonal Gaussians, summed over the last axis."""
+def gaussian_kl(mu_q: Tensor, logvar_q: Tensor, mu_p: Tensor, logvar_p: Tensor, var_eps: float = 0.0) -> Tensor:
+    """KL(N(mu_q, exp(logvar_q)) || N(mu_p, exp(logvar_p))) of diagonal Gaussians, summed over the last axis;
+    `var_eps` > 0 divides by exp(logvar_p) + var_eps instead (seed 000's training KL)."""
+    if var_eps:
+        spread = (torch.exp(logvar_q) + (mu_q - mu_p).pow(2)) / (torch.exp(logvar_p) + var_eps)
+        return 0.5 * torch.sum(logvar_p - logvar_q + spread - 1.0, dim=-1)
     return 0.5 * torch.sum(
         logvar_p - logvar_q + (torch.exp(logvar_q) + (mu_q - mu_p).pow(2)) * torch.exp(-logvar_p) - 1.0, dim=-1
     )
 
 
-def gaussian_nll(x: Tensor, mu: Tensor, logvar: Tensor) -> Tensor:
-    """-log N(x; mu, exp(logvar)), summed over the last axis."""
+def gaussian_nll(x: Tensor, mu: Tensor, logvar: Tensor, var_eps: float = 0.0) -> Tensor:
+    """-log N(x; mu, exp(logvar)), summed over the last axis; `var_eps` > 0 divides the squared error by
+    exp(logvar) + var_eps instead (seed 000's `metrics.py` and `ewc.py`)."""
+    if var_eps:
+        return 0.5 * torch.sum(LOG_2PI + logvar + (x - mu).pow(2) / (torch.exp(logvar) + var_eps), dim=-1)
     return 0.5 * torch.sum(LOG_2PI + logvar + (x - mu).pow(2) * torch.exp(-logvar), dim=-1)
 
 
@@ -144,6 +151,10 @@ def recon_error(recon: Tensor, x: Tensor) -> Tensor:
 class RSSM(nn.Module):
     """ConvVAE + GRU transition + Gaussian prior head."""
 
+    var_eps: float = 0.0
+    """Added to the prior variance where a loss or likelihood divides by it (the protocol's `varianceEpsilon`, set
+    by the suite on every model it makes)."""
+
     def __init__(self, latent: int, hidden: int, action: int, channels: tuple[int, int, int, int], beta: float) -> None:
         super().__init__()
         self.latent, self.hidden, self.action, self.beta = latent, hidden, action, beta
@@ -184,7 +195,7 @@ class RSSM(nn.Module):
         hs, aux = self.sequence(z[:, :-1], actions, z[:, 1:])
         h = torch.cat([self.initial(b, hs).unsqueeze(1), hs], 1)
         p_mu, p_logvar = self.prior(h)
-        kl = gaussian_kl(mu, logvar, p_mu, p_logvar).mean()
+        kl = gaussian_kl(mu, logvar, p_mu, p_logvar, self.var_eps).mean()
         total = recon + self.beta * kl + aux
         return total, {"reconstruction": recon.detach(), "kl": kl.detach(), "aux": aux.detach()}
 
@@ -202,7 +213,7 @@ class RSSM(nn.Module):
             z = mu + eps[:, t] * torch.exp(0.5 * logvar)
             recon_sum = recon_sum + recon_error(self.vae.decode(z), obs[:, t]).mean()
             p_mu, p_logvar = self.prior(h)
-            kl_sum = kl_sum + gaussian_kl(mu, logvar, p_mu, p_logvar).mean()
+            kl_sum = kl_sum + gaussian_kl(mu, logvar, p_mu, p_logvar, self.var_eps).mean()
             if t < length - 1:
                 h = cell(torch.cat([z, actions[:, t]], -1), h)
         return recon_sum / length + self.beta * kl_sum / length
