@@ -102,11 +102,22 @@ def restore(protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id 
 
 
 @command(app, "verify")
-def verify(json_out: Json = False) -> None:
-    """Recompute every locked protocol's hash; fail naming each changed JSON pointer."""
+def verify(
+    json_out: Json = False,
+    accept_shallow: Annotated[
+        bool,
+        typer.Option(
+            "--accept-shallow",
+            help="In a shallow clone, pass without reading the locks' history (a rewritten lock could pass); said in "
+            "the output.",
+        ),
+    ] = False,
+) -> None:
+    """Recompute every locked protocol's hash and read each lock's whole git history; fail naming each changed JSON
+    pointer, rewritten or deleted lock, withdrawn erratum and malformed re-freeze declaration."""
     from cltoolkit.protocol.lock import verify as do_verify
 
-    outcomes = do_verify(project())
+    outcomes = do_verify(project(), accept_shallow=accept_shallow)
     if json_out:
         print_json([{"protocol": o.protocol, "ok": o.ok, "sha256": o.expected} for o in outcomes])
         return

@@ -161,19 +161,32 @@ class VerifyOutcome:
     notes: tuple[str, ...] = ()
 
 
-def verify(project: Project, *, history: bool = True) -> list[VerifyOutcome]:
-    """Recompute every locked protocol's hash and check each lock against its snapshot and (in git) its history;
-    also fail for a protocol that claims to be frozen or reported without a lock. Raise `CheckFailed` naming each
-    problem if any."""
-    from cltoolkit.protocol.lock_history import unlocked_problems
+def verify(project: Project, *, history: bool = True, accept_shallow: bool = False) -> list[VerifyOutcome]:
+    """Recompute every locked protocol's hash and check each lock against its snapshot and (in git) its whole
+    history, merges included; also fail for a protocol that claims to be frozen or reported without a lock, for a
+    lock that was committed and is gone, and for a malformed, uncommitted or shrunk `refrozen.json`. Raise
+    `CheckFailed` naming each problem if any. A shallow clone fails unless `accept_shallow`."""
+    from cltoolkit.protocol.lock_history import (
+        REFROZEN_FILE,
+        _refrozen,
+        gone_lock_problems,
+        refrozen_problems,
+        unlocked_problems,
+    )
 
     outcomes = []
     lock_files = sorted(project.locks_dir.glob("*.lock.json")) if project.locks_dir.is_dir() else []
     for lock_file in lock_files:
         protocol_id = lock_file.name.removesuffix(".lock.json")
-        outcomes.append(_verify_one(project, protocol_id, history))
+        outcomes.append(_verify_one(project, protocol_id, history, accept_shallow))
     for protocol_id, problem in unlocked_problems(project):
         outcomes.append(VerifyOutcome(protocol_id, False, "-", None, (problem,)))
+    if history:
+        for protocol_id, problem in gone_lock_problems(project):
+            outcomes.append(VerifyOutcome(protocol_id, False, "-", None, (problem,)))
+        ledger = [*_refrozen(project)[1], *refrozen_problems(project)]
+        if ledger:
+            outcomes.append(VerifyOutcome(REFROZEN_FILE, False, "-", None, tuple(ledger)))
     failed = [o for o in outcomes if not o.ok]
     if failed:
         lines = [f"{o.protocol}: {p}" for o in failed for p in o.problems]
@@ -186,7 +199,9 @@ def verify(project: Project, *, history: bool = True) -> list[VerifyOutcome]:
     return outcomes
 
 
-def _verify_one(project: Project, protocol_id: str, history: bool = True) -> VerifyOutcome:
+def _verify_one(
+    project: Project, protocol_id: str, history: bool = True, accept_shallow: bool = False
+) -> VerifyOutcome:
     from cltoolkit.protocol.lock_history import errata_problems, history_problems, snapshot_problems
 
     lock_file = project.lock_path(protocol_id)
@@ -201,7 +216,7 @@ def _verify_one(project: Project, protocol_id: str, history: bool = True) -> Ver
     problems = snapshot_problems(snapshot, lock.sha256)
     notes: list[str] = []
     if history:
-        found, notes = history_problems(project, protocol_id)
+        found, notes = history_problems(project, protocol_id, accept_shallow)
         problems += found
     path = project.protocol_path(protocol_id)
     if not path.is_file():

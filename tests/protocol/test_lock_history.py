@@ -63,8 +63,10 @@ def test_a_lock_modified_after_its_commit_fails_in_git(toy, cli) -> None:  # typ
     commit = _git(toy.root, "rev-parse", "HEAD").strip()
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and f"was modified in commit {commit[:12]}" in out.output, out.output
-    declared = {"toy-v1": [{"commit": commit[:10], "sha256": lock["sha256"], "reason": "test"}]}
+    declared = {"toy-v1": [{"commit": commit, "sha256": lock["sha256"], "reason": "test"}]}
     (toy.locks_dir / "refrozen.json").write_text(json.dumps(declared))
+    _git(toy.root, "add", "-A")
+    _git(toy.root, "commit", "-q", "-m", "declare the re-freeze")
     out = cli("protocol", "verify")
     assert out.exit_code == 0 and f"re-frozen in {commit[:12]} (declared: test)" in out.output, out.output
 
@@ -87,3 +89,146 @@ def test_an_erratum_once_committed_cannot_be_withdrawn(toy, cli) -> None:  # typ
     _git(toy.root, "commit", "-q", "-am", "quietly drop the first erratum")
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "never withdrawn" in out.output and "A second" not in out.output, out.output
+
+
+def _repo(project: Project) -> str:
+    _git(project.root, "init", "-q", "-b", "main")
+    _git(project.root, "add", "-A")
+    _git(project.root, "commit", "-q", "-m", "freeze")
+    return _git(project.root, "rev-parse", "HEAD").strip()
+
+
+def _merge_side(project: Project, change) -> None:  # type: ignore[no-untyped-def]
+    """Make `change` on a side branch and merge it into main with a merge commit (the way history hides it)."""
+    _git(project.root, "checkout", "-q", "-b", "side")
+    change()
+    _git(project.root, "commit", "-q", "-am", "side change")
+    _git(project.root, "checkout", "-q", "main")
+    (project.root / "other.txt").write_text("unrelated work on main\n")
+    _git(project.root, "add", "other.txt")
+    _git(project.root, "commit", "-q", "-m", "main moves on")
+    _git(project.root, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+
+
+def test_a_lock_rewritten_on_a_side_branch_and_merged_is_caught(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _frozen(toy)
+    _repo(toy)
+
+    def rewrite() -> None:
+        lock = read(toy.lock_path("toy-v1"))
+        lock["frozenOn"] = "2020-01-01T00:00:00Z"
+        write(toy.lock_path("toy-v1"), lock)
+
+    _merge_side(toy, rewrite)
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "toy-v1.lock.json was modified in commit" in out.output, out.output
+
+
+def test_an_erratum_removed_or_edited_on_a_side_branch_is_caught(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    path = _frozen(toy)
+    _repo(toy)
+    assert cli("protocol", "erratum", "toy-v1", "--text", "First difference.", "--where", "a.py").exit_code == 0
+    _git(toy.root, "commit", "-q", "-am", "erratum")
+
+    def edit_where() -> None:
+        doc = read(path)
+        doc["status"]["errata"][0]["where"] = "b.py"  # the same text, another place
+        write(path, doc)
+
+    _merge_side(toy, edit_where)
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "status.errata[0]" in out.output and "changed" in out.output, out.output
+
+
+def test_a_backdated_erratum_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    path = _frozen(toy)
+    doc = read(path)
+    doc["status"] = {"stage": "frozen", "updatedOn": "2020-01-01", "errata": [{"found": "2020-01-01", "text": "x"}]}
+    write(path, doc)
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "status/errata/0: dated 2020-01-01, before the freeze" in out.output, out.output
+
+
+def test_a_git_removed_lock_fails_and_a_shallow_clone_fails_unless_accepted(toy, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = _frozen(toy)
+    _repo(toy)
+    clone = tmp_path / "shallow"
+    _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{toy.root}", str(clone))
+    out = cli("protocol", "verify")
+    assert out.exit_code == 0
+    import os
+
+    here = os.getcwd()
+    os.chdir(clone)
+    os.environ["CLT_ROOT"] = str(clone)
+    try:
+        out = cli("protocol", "verify")
+        assert out.exit_code == 1 and "shallow clone" in out.output and "--accept-shallow" in out.output
+        out = cli("protocol", "verify", "--accept-shallow")
+        assert out.exit_code == 0 and "history NOT checked" in out.output
+    finally:
+        os.chdir(here)
+        os.environ["CLT_ROOT"] = str(toy.root)
+    _git(toy.root, "rm", "-q", str(toy.lock_path("toy-v1")), str(toy.locks_dir / "toy-v1.frozen.json"))
+    doc = read(path)
+    doc["status"] = {"stage": "draft", "updatedOn": "2026-12-01"}  # the silent unfreeze
+    write(path, doc)
+    _git(toy.root, "commit", "-q", "-am", "unfreeze")
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "toy-v1.lock.json was committed and is gone" in out.output, out.output
+
+
+def test_refrozen_entries_are_checked(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    _frozen(toy)
+    _repo(toy)
+    lock = read(toy.lock_path("toy-v1"))
+    lock["frozenOn"] = "2026-01-02T00:00:00Z"
+    write(toy.lock_path("toy-v1"), lock)
+    _git(toy.root, "commit", "-q", "-am", "refreeze")
+    commit = _git(toy.root, "rev-parse", "HEAD").strip()
+    ledger = toy.locks_dir / "refrozen.json"
+
+    def declare(entry: object) -> str:
+        ledger.write_text(json.dumps({"toy-v1": [entry]}))
+        return str(cli("protocol", "verify").output)
+
+    entry = {"commit": commit, "sha256": lock["sha256"], "reason": "withdrawn before any run"}
+    assert "must name a full 40-hex commit" in declare({**entry, "commit": commit[:1]})
+    assert "has uncommitted changes" in declare(entry)  # declared, not committed
+    assert "must be {commit, sha256, reason}" in declare({"commit": commit})
+    ledger.write_text("{not json")
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "not readable JSON" in out.output and "Traceback" not in out.output
+    declare(entry)
+    _git(toy.root, "add", str(ledger))
+    _git(toy.root, "commit", "-q", "-m", "declare")
+    out = cli("protocol", "verify")
+    assert out.exit_code == 0 and "re-frozen in" in out.output, out.output
+    run_protocol(toy, "toy-v1")  # records of the hash; the re-freeze kept the hash, so nothing was withdrawn
+    ledger.write_text(json.dumps({}))
+    _git(toy.root, "commit", "-q", "-am", "drop the declaration")
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "re-freezes are declared, never withdrawn" in out.output, out.output
+
+
+def test_a_refreeze_that_withdrew_a_hash_runs_used_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+    path = _frozen(toy)
+    run_protocol(toy, "toy-v1")
+    _repo(toy)
+    old = read(toy.lock_path("toy-v1"))["sha256"]
+    doc = read(path)
+    doc["goal"] = "Another goal."
+    write(path, doc)
+    toy.lock_path("toy-v1").unlink()
+    (toy.locks_dir / "toy-v1.frozen.json").unlink()
+    freeze(toy, "toy-v1")
+    new = read(toy.lock_path("toy-v1"))["sha256"]
+    _git(toy.root, "commit", "-q", "-am", "refreeze")
+    commit = _git(toy.root, "rev-parse", "HEAD").strip()
+    (toy.locks_dir / "refrozen.json").write_text(
+        json.dumps({"toy-v1": [{"commit": commit, "sha256": new, "reason": "before any run (not true)"}]})
+    )
+    _git(toy.root, "add", "-A")
+    _git(toy.root, "commit", "-q", "-m", "declare")
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and f"withdrew {old}" in out.output and "record.json carry it" in out.output, out.output
