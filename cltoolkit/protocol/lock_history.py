@@ -343,6 +343,7 @@ def errata_problems(project: Project, protocol_id: str, document: dict[str, Any]
                 reported.add((key, bad))
                 problems.append(
                     f"{rel}: status.{key}[{bad}] as recorded in commit {commit[:12]} ({past[bad][:70]}...) is "
-                    f"{'gone' if bad >= len(current) else 'changed'}: {key} are only added: never edited, never withdrawn"
+                    f"{'gone' if bad >= len(current) else 'changed'}: {key} are only added (never edited, "
+                    "never withdrawn)"
                 )
     return problems
