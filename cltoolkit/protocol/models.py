@@ -35,6 +35,7 @@ __all__ = [
     "Safeguard",
     "SeedPlan",
     "SeedRange",
+    "SeedValue",
     "Stage",
     "Status",
     "TaskOrder",
@@ -45,6 +46,8 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=80)]
+SeedValue = Annotated[int, Field(ge=0, le=2**31 - 1)]
+"""A training seed: non-negative and 31-bit, as every generator clt seeds (numpy, torch, gymnasium) accepts."""
 TestKind = Literal["lower-bound", "upper-bound", "superiority", "non-inferiority", "equivalence-tost", "report-only"]
 Comparator = Literal[">=", "<=", ">", "<", "within"]
 LedgerQuantity = Literal[
@@ -99,11 +102,11 @@ class BudgetMatch(Strict):
 class Budget(Strict):
     """The declared compute budget and which parts of it must match across comparisons."""
 
-    interactionsPerTask: int | None = Field(default=None, ge=1)
+    interactionsPerTask: int | None = Field(default=None, ge=1, le=10**10)
     """Environment interactions per task phase (null where the suite has no environment interaction)."""
-    gradientUpdatesPerTask: int | None = Field(default=None, ge=0)
+    gradientUpdatesPerTask: int | None = Field(default=None, ge=0, le=10**9)
     """Gradient updates per task phase, where the protocol fixes them."""
-    memoryCapacity: int | None = Field(default=None, ge=0)
+    memoryCapacity: int | None = Field(default=None, ge=0, le=10**9)
     """Replay memory capacity in transitions, where a comparison has one."""
     fairness: str = ""
     """The fairness clause in words."""
@@ -234,7 +237,7 @@ class PermutationPlan(Strict):
     (the exact p is what Monte Carlo estimates)."""
     monteCarloDraws: int = Field(default=100_000, ge=1000)
     """Draws above the exact range."""
-    seed: int = 0
+    seed: SeedValue = 0
     """Seed of the Monte Carlo generator."""
 
 
@@ -309,8 +312,8 @@ class Stage(Strict):
 
     id: Slug
     """Stage id (e.g. `preliminary`, `validation`)."""
-    seeds: list[int] = Field(min_length=1)
-    """Training seeds."""
+    seeds: list[SeedValue] = Field(min_length=1)
+    """Training seeds (0 to 2^31 - 1)."""
     orders: list[Slug] = Field(default_factory=list)
     """Task order ids (empty where the suite has no task order)."""
     cells: list[str] = Field(default_factory=list)

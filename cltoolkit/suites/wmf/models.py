@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from cltoolkit.protocol._base import Strict
-from cltoolkit.protocol.models import ProtocolBase
+from cltoolkit.protocol.models import ProtocolBase, SeedValue
 
 __all__ = [
     "Adequacy",
@@ -52,7 +52,7 @@ class Level(Strict):
     """First task."""
     taskB: TaskRef
     """Second task."""
-    seeds: list[int] = Field(min_length=1)
+    seeds: list[SeedValue] = Field(min_length=1)
     """Training seeds of this cell."""
 
 

@@ -55,6 +55,7 @@ class WmfSuite(Suite):
             for li, level in enumerate(family.levels):
                 if family.renderer == "minigrid" and (level.taskA.physics.gravity or level.taskB.physics.gravity):
                     yield Problem(f"/families/{fi}/levels/{li}", "MiniGrid tasks have no physics")
+        yield from _feasibility(protocol)
 
     def cells(self, protocol: ProtocolBase) -> list[str | None]:
         assert isinstance(protocol, WmfProtocol)
@@ -99,4 +100,32 @@ class WmfSuite(Suite):
             reused=out["reused"],
             device=describe_device(device),
             precision="float32",
+        )
+
+
+FRAME_BYTES = 64 * 64 * 3
+CELL_DATA_MAX_BYTES = 16 * 2**30
+"""The most frame data one cell may hold (four episode sets of 64 x 64 x 3 uint8 frames), so that a run fits the
+machines it is meant for (MACHINE.md: 23 GiB here, 128 GiB on the device machine)."""
+UPDATES_MAX = 10**7
+WINDOW_FRAMES_MAX = 2**16
+
+
+def _feasibility(protocol: WmfProtocol) -> Iterator[Problem]:
+    """The sizes this suite can run, one problem each: a protocol beyond them would freeze and then fail every run."""
+    d, t = protocol.data, protocol.training
+    cell = 2 * (d.trainEpisodes + d.heldOutEpisodes) * (d.maxEpisodeSteps + 1) * FRAME_BYTES
+    if cell > CELL_DATA_MAX_BYTES:
+        yield Problem(
+            "/data",
+            f"one cell's episodes would take {cell / 2**30:.1f} GiB of frames (2 tasks x (trainEpisodes + "
+            f"heldOutEpisodes) x (maxEpisodeSteps + 1) x 64 x 64 x 3 bytes); the wmf suite runs at most "
+            f"{CELL_DATA_MAX_BYTES // 2**30} GiB",
+        )
+    if t.updatesPerTask > UPDATES_MAX:
+        yield Problem("/training/updatesPerTask", f"{t.updatesPerTask} exceeds the suite's bound, {UPDATES_MAX}")
+    if t.batch * t.sequenceLength > WINDOW_FRAMES_MAX:
+        frames = t.batch * t.sequenceLength
+        yield Problem(
+            "/training/batch", f"batch x sequenceLength = {frames} frames per update exceeds {WINDOW_FRAMES_MAX}"
         )
