@@ -46,6 +46,20 @@ class Project:
     def reports_dir(self) -> Path:
         return self.root / "reports"
 
+    def writable(self, path: Path) -> Path:
+        """`path`, refused when it (or a folder on the way, through a symbolic link) leads outside the project
+        folder: a clone can carry links, and clt writes only inside the project."""
+        from cltoolkit.errors import Refusal
+
+        root = self.root.resolve()
+        real = path.resolve()
+        if real != root and root not in real.parents:
+            raise Refusal(
+                f"{path} leads outside the project folder (to {real}, through a symbolic link): clt writes only "
+                f"inside {root}; replace the link with a folder"
+            )
+        return path
+
     def stage_reports_dir(self, protocol_id: str, stage: str) -> Path:
         """One reported stage's report and results block, kept when a later stage is reported."""
         return self.reports_dir / protocol_id / stage

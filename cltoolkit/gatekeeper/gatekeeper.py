@@ -369,6 +369,8 @@ def report_protocol(
     if not dry_run:
         from cltoolkit.report.render import write_reports
 
+        project.writable(project.stage_reports_dir(loaded.id, results.stage))
+
         reports = write_reports(project, loaded, results, records)
         results = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in reports]})
     document = dict(loaded.document)
@@ -479,6 +481,7 @@ def render_committed(project: Project, ref: str) -> list[Path]:
         md, page = render_report(project, loaded, block, records)
         paths = report_paths(project, loaded.id, block.stage)
         md_path, html_path = paths[:2] if source.endswith(": /results") else paths[2:]
+        project.writable(md_path.parent)
         atomic_write_text(md_path, md)
         atomic_write_text(html_path, page)
         written += [md_path, html_path]

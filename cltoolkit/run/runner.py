@@ -248,7 +248,9 @@ def run_protocol(
         document = apply_sets(loaded.document, sets)
         model, _ = validate_document(document, f"{path} (with --set)", regs, expected_id=loaded.id)
         digest = protocol_hash(document)
-        eff_path = project.pilot_runs_dir / "effective" / digest.removeprefix("sha256:")[:16] / f"{loaded.id}.json"
+        eff_path = project.writable(
+            project.pilot_runs_dir / "effective" / digest.removeprefix("sha256:")[:16] / f"{loaded.id}.json"
+        )
         write_json(eff_path, document, sort_keys=False)
         loaded = LoadedProtocol(eff_path, document, model)
     digest = protocol_hash(loaded.document)
@@ -269,6 +271,7 @@ def run_protocol(
         if problem is not None:
             raise Refusal(f"--device {device}: {problem}")
     base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
+    project.writable(base / loaded.id)
     store = RunStore(base, loaded.id)
     with store.driver_lock(wait=wait):
         return _run_locked(
@@ -352,6 +355,9 @@ def _run_locked(
         )
         for p in todo
     ]
+    for spec in specs:  # a run folder linked out of the project is refused before any run starts
+        assert spec.run_dir is not None
+        project.writable(spec.run_dir)
     code = {m: components_used(regs, loaded.model, m) for m in sorted({s.method for s in specs})}
     lock = None if pilot else read_lock(project, loaded.id)
     if lock is not None:

@@ -85,8 +85,13 @@ class StageCache:
         sha = self.key_hash(key)
         self.used[name] = sha
         self.folder.mkdir(parents=True, exist_ok=True)
+        if self.folder.is_symlink() or not self.folder.resolve().is_relative_to(self.folder.parent.resolve()):
+            raise RuntimeError(
+                f"{self.folder} is a link out of its store: stage files are written inside the store only"
+            )
         path, digest_path = self.folder / f"{sha}.pt", self.folder / f"{sha}.sha256"
-        with open(self.folder / f"{sha}.lock", "w") as lock:
+        fd = os.open(self.folder / f"{sha}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # never through a link
+        with os.fdopen(fd, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if path.exists():
                 data = read_regular_bytes(path)
