@@ -142,10 +142,17 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     if not getattr(protocol, "reference", None):
         return {}
     from cltoolkit.project import find_project
-    from cltoolkit.suites.wmf.reference import load_reference, reproduction
+    from cltoolkit.suites.wmf import reference as ref
 
-    path = find_project().root / protocol.reference
-    return {"reproduction": {"source": protocol.reference, **reproduction(records, load_reference(path))}}
+    seed_runs = ref.load_reference(find_project().root / protocol.reference)
+    rep = ref.reproduction(records, seed_runs)
+    rep["tightness"] = ref.tightness(rep)
+    rep["byConstruction"] = ref.by_construction(records)
+    rep["rankingCalibration"] = ref.ranking_calibration(seed_runs, sorted(rep["rdRankings"]))
+    out: dict[str, Any] = {"reproduction": {"source": protocol.reference, **rep}}
+    if protocol.seedAnalyses is not None:
+        out["seedFindings"] = ref.findings(records, seed_runs, protocol.seedAnalyses.axisMethods)
+    return out
 
 
 class WmfAnalysis(Analysis):
@@ -324,6 +331,10 @@ class WmfAnalysis(Analysis):
             from cltoolkit.suites.wmf.reference import report_lines
 
             lines += ["", *report_lines(summaries["reproduction"])]
+        if summaries.get("seedFindings"):
+            from cltoolkit.suites.wmf.reference import findings_lines
+
+            lines += ["", *findings_lines(summaries["seedFindings"])]
         sizes = summaries.get("evaluationSizes")
         if sizes:
             declared = ", ".join(f"{k} {v}" for k, v in sizes["declared"].items())

@@ -1,0 +1,74 @@
+"""The seed's findings re-tested and the agreement's tightness (issue #32), checked on the seed's own stored runs:
+the code gives the seed's published Spearman values, exact permutation p-values, and calibrations that could fail."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cltoolkit.suites.wmf.reference import (
+    exact_spearman,
+    findings,
+    load_reference,
+    ranking_calibration,
+    tightness,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+AXIS = ["finetuning", "replay-infinite", "ewc", "progressive-nets"]
+
+
+@pytest.fixture(scope="module")
+def seed_runs():  # type: ignore[no-untyped-def]
+    return load_reference(ROOT / "reference" / "wmf-seed000-metrics.json")
+
+
+def test_the_seed_first_finding_is_recomputed_from_its_stored_runs(seed_runs) -> None:  # type: ignore[no-untyped-def]
+    sp = findings([], seed_runs, AXIS)["spearman"]["seedAllCells"]
+    # seed 000's paper: 0.00 for the label, 0.58 (d_trans) and 0.43 (task-B difficulty) over the nine cells
+    assert round(sp["level"]["rho"], 2) == 0.0 and sp["level"]["n"] == 9
+    assert round(sp["dTrans"]["rho"], 2) == 0.58 and round(sp["taskBDifficulty"]["rho"], 2) == 0.43
+    assert sp["dTrans"]["pKind"] == "exact, all 362880 orders" and 0.05 < sp["dTrans"]["p"] < 0.2
+
+
+def test_exact_spearman_p_is_the_share_of_orders_at_least_as_extreme() -> None:
+    x, y = [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 1.0, 4.0, 3.0, 5.0]
+    out = exact_spearman(x, y)
+    from scipy.stats import spearmanr
+
+    assert out["rho"] == pytest.approx(spearmanr(x, y).statistic)
+    count = sum(abs(spearmanr(x, p).statistic) >= out["rho"] - 1e-12 for p in itertools.permutations(y))
+    assert out["p"] == pytest.approx(count / 120)
+    assert exact_spearman([1.0, 2.0], [1.0, 2.0])["rho"] is None  # too few cells: no rho, no p
+    assert exact_spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])["rho"] is None  # no spread: undefined, not 0
+
+
+def test_three_of_the_seed_own_runs_rank_methods_like_all_of_them_only_sometimes(seed_runs) -> None:  # type: ignore[no-untyped-def]
+    cal = ranking_calibration(seed_runs, ["minigrid-max", "gym-min"], draws=300)
+    assert set(cal) == {"minigrid-max", "gym-min"}
+    for cell in cal.values():
+        assert 0.0 < cell["equalShare"] < 1.0 and cell["draws"] == 300
+    assert ranking_calibration(seed_runs, ["gym-min"], draws=300) == {"gym-min": cal["gym-min"]}  # seeded
+
+
+def test_tightness_flags_a_mean_inside_the_range_far_from_the_centre() -> None:
+    def q(c_mean: float, s_mean: float, inside: bool) -> dict:  # type: ignore[type-arg]
+        return {
+            "clt": {"n": 3, "mean": c_mean},
+            "seed": {"n": 10, "mean": s_mean, "sd": 1.0, "median": s_mean},
+            "cltMeanInsideSeedRange": inside,
+        }
+
+    rep = {
+        "rows": [
+            {"cell": "c", "method": "near", "quantities": {"rd": q(0.1, 0.0, True)}},
+            {"cell": "c", "method": "far", "quantities": {"rd": q(1.5, 0.0, True)}},
+        ]
+    }
+    out = tightness(rep)
+    sampling = np.sqrt(1 / 3 + 1 / 10)
+    assert out["perQuantity"]["rd"]["samplingMedianAbsZ"] == pytest.approx(0.6745 * sampling)
+    assert [f["method"] for f in out["farInsideRange"]] == ["far"]  # 1.5 > 2 x 0.66; 0.1 is not
