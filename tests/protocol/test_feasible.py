@@ -53,3 +53,21 @@ def test_every_shipped_protocol_has_non_negative_seeds() -> None:
     for path in sorted((REPO / "protocols").glob("*.json")):
         for stage in json.loads(path.read_text())["seeds"]["stages"]:
             assert min(stage["seeds"]) >= 0, path.name
+
+
+def test_each_suite_states_its_bounds(project, cli) -> None:  # type: ignore[no-untyped-def]
+    for pid, path in (
+        ("nav4-v1", ("environment", "gridSize")),
+        ("ladder-v1", ("rungs", "oneStep", "transitions")),
+        ("ladder-v1", ("rungs", "control", "gridPoints")),
+    ):
+        doc = read(project.protocol_path(pid))
+        saved = json.dumps(doc)
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = 10**12
+        write(project.protocol_path(pid), doc)
+        out = cli("protocol", "validate", pid)
+        assert out.exit_code == 2 and "/" + "/".join(path) in out.output, out.output
+        write(project.protocol_path(pid), json.loads(saved))

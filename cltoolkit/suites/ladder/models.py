@@ -44,7 +44,7 @@ class OneStep(Strict):
 
     metric: str = "ladder.one-step-mse-v1"
     """Metric id."""
-    transitions: int = Field(ge=2)
+    transitions: int = Field(ge=2, le=10**8)
     """M, the number of i.i.d. transitions."""
     seed: int = Field(ge=0)
     """Generator seed of the transitions (numpy PCG64)."""
@@ -88,7 +88,7 @@ class Intervention(Strict):
     """Constant baseline input."""
     interventionAmplitude: float
     """A in the intervention input u_t = A (-1)^t."""
-    steps: int = Field(ge=1)
+    steps: int = Field(ge=1, le=10**8)
     """Horizon H; the metric compares final-state differences."""
 
 
@@ -105,13 +105,13 @@ class Control(Strict):
     """Lowest action of the grid."""
     actionHigh: float
     """Highest action of the grid."""
-    gridPoints: int = Field(ge=2)
+    gridPoints: int = Field(ge=2, le=10**6)
     """Equally spaced actions searched."""
     s0: float
     """Initial state."""
     uPrev0: float = 0.0
     """Previous action before the first step."""
-    steps: int = Field(ge=1)
+    steps: int = Field(ge=1, le=10**8)
     """Control steps executed."""
     tailFirst: int = Field(ge=1)
     """First state (1-based, s_1 is the state after the first action) of the tracking-error tail."""

@@ -30,9 +30,9 @@ class Nav4Environment(Strict):
     """What it is for."""
     caveat: str
     """What success would and would not show."""
-    gridSize: int = Field(ge=5)
+    gridSize: int = Field(ge=5, le=64)
     """Grid side, walls included."""
-    episodeActionLimit: int = Field(ge=1)
+    episodeActionLimit: int = Field(ge=1, le=100_000)
     """Actions per episode."""
     minPathLength: int = Field(ge=1)
     """Shortest solution (in moves) a generated layout must need; easier layouts are regenerated."""
@@ -48,7 +48,7 @@ class Nav4Environment(Strict):
 class Nav4Evaluation(Strict):
     """How held-out success is measured."""
 
-    episodesPerTask: int = Field(ge=1)
+    episodesPerTask: int = Field(ge=1, le=1_000_000)
     """Final-test episodes per task per evaluation."""
     policy: Literal["sampled", "greedy"]
     """Evaluation policy."""
@@ -56,7 +56,7 @@ class Nav4Evaluation(Strict):
     """Seed split the layouts come from."""
     curvePoints: int = Field(ge=1)
     """Learning-curve evaluations per task phase (validation layouts)."""
-    curveEpisodes: int = Field(ge=1)
+    curveEpisodes: int = Field(ge=1, le=1_000_000)
     """Episodes per learning-curve point."""
 
 

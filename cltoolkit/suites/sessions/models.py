@@ -44,7 +44,7 @@ class Cohort(Strict):
 
     id: Literal["main", "shifted"]
     """`main`: training and grouped / random evaluation; `shifted`: a cohort with a changed c_j population."""
-    sessions: int = Field(ge=2)
+    sessions: int = Field(ge=2, le=10**6)
     """Sessions in the cohort."""
     sessionEffectMean: float
     """Mean of c_j."""
@@ -74,7 +74,7 @@ class SessionsProtocol(ProtocolBase):
     """The `sessions` suite."""
     system: SessionSystem
     """The data-generating system."""
-    sessionLength: int = Field(ge=4)
+    sessionLength: int = Field(ge=4, le=10**6)
     """Transitions per session."""
     featureWindow: int = Field(ge=1)
     """W: rows are centred at t >= W - 1 so that every model is scored on identical rows, whatever window it uses."""
