@@ -5,7 +5,9 @@ the wall time of one full wmf-lite-v1 cell (5 methods x 1 seed, fresh stage cach
 each method's task-B update as wmf-v1 and wmf-v2 build their models (wmf-v2: seed 000's decoder, progressive
 columns and UG-MTM), on CUDA too where there is one.
 Also where the step's time goes: forward / backward / Adam, and each VAE convolution's milliseconds and
-GFLOP/s. Prints one JSON object. Usage: python bench/wmf.py [--steps 10] [--cell minigrid-min] [--no-cell]
+GFLOP/s; with --group, where a wmf-v3 (cell, seed) group's CPU time goes (collection and rendering per family,
+each training phase). Prints one JSON object. Usage: python bench/wmf.py [--steps 10] [--cell minigrid-min]
+[--no-cell] [--group]
 """
 
 from __future__ import annotations
@@ -159,6 +161,52 @@ def cell_seconds(cell: str) -> dict[str, float]:
     return out
 
 
+def group_cpu_breakdown(protocol_id: str, steps: int, episodes: int = 2) -> dict[str, object]:
+    """Where one full-budget (cell, seed) group's CPU time goes, per family: collection and rendering (measured on
+    `episodes` random episodes of each family's min-level task A, per frame, times the group's frames: 2 tasks x
+    (train + held-out) episodes x steps actually taken), and the eight training phases (the shared plain task-A
+    phase, UG-MTM's own, the task-B reference and five task-B phases: measured milliseconds per update times the
+    declared updates). Evaluation is what the measured cell time leaves (not measured here). An estimate from
+    measured parts: labelled so."""
+    from cltoolkit.suites.wmf.envs import collect, make_env
+    from cltoolkit.suites.wmf.models import WmfProtocol
+
+    protocol = WmfProtocol.model_validate_json((REPO / "protocols" / f"{protocol_id}.json").read_text(), strict=True)
+    per_update = protocol_step_ms(protocol_id, steps)
+    updates = protocol.training.updatesPerTask
+    plain = per_update["finetuning"]
+    training = {
+        "phaseA plain (shared by four methods)": plain * updates / 60000,
+        "phaseA ug-mtm": per_update["ug-mtm"] * updates / 60000,
+        "reference B (from scratch)": plain * updates / 60000,
+        **{f"phaseB {comp}": ms * updates / 60000 for comp, ms in per_update.items()},
+    }
+    out: dict[str, object] = {"trainingCpuMinutes": {k: round(v, 1) for k, v in training.items()}}
+    collection = {}
+    for family in protocol.families:
+        task = family.levels[0].taskA
+        physics = (task.physics.gravity, task.physics.massScale, task.physics.frictionScale)
+        env = make_env(family.renderer, task.env, *physics, family.rendering)
+        try:
+            start = time.perf_counter()
+            data = collect(env, episodes, protocol.data.maxEpisodeSteps, 0)
+            seconds = time.perf_counter() - start
+        finally:
+            env.close()
+        frames = int(data.lengths.sum()) + episodes
+        per_frame_ms = 1000 * seconds / frames
+        group_frames = 2 * (protocol.data.trainEpisodes + protocol.data.heldOutEpisodes) * frames / episodes
+        collection[family.id] = {
+            "msPerFrame": round(per_frame_ms, 2),
+            "groupFrames": int(group_frames),
+            "cpuMinutes": round(per_frame_ms * group_frames / 60000, 1),
+        }
+    out["collectionAndRendering"] = collection
+    out["trainingCpuMinutesTotal"] = round(sum(training.values()), 1)
+    out["kind"] = "estimate from measured parts (per-update and per-frame times); evaluation not included"
+    return out
+
+
 def main() -> None:
     import torch
 
@@ -168,6 +216,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--cell", default="minigrid-min")
     parser.add_argument("--no-cell", action="store_true")
+    parser.add_argument("--group", action="store_true", help="also wmf-v3's full-budget group CPU breakdown")
     args = parser.parse_args()
     torch.set_num_threads(1)
     keep_freed_memory()  # as every worker does
@@ -188,6 +237,8 @@ def main() -> None:
     if torch.cuda.is_available():
         result["updateMsPerMethodCuda"] = {"wmf-v2": protocol_step_ms("wmf-v2", args.steps, "cuda")}
     result["metTarget"] = result["wmfV1StepMs"] <= 130  # type: ignore[operator]
+    if args.group:
+        result["wmfV3GroupCpu"] = group_cpu_breakdown("wmf-v3", args.steps)
     if not args.no_cell:
         result["liteCell"] = args.cell
         result["liteCellSeconds"] = cell_seconds(args.cell)
