@@ -240,8 +240,9 @@ def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> N
     time.sleep(0.3)  # the next runs have started
     driver.send_signal(signal.SIGINT)
     output = _finish(driver)
-    assert driver.returncode != 0
+    assert driver.returncode == 130
     assert "Traceback" not in output
+    assert "interrupted: clt run --protocol toy-v1 stopped by the user" in output and "to resume" in output, output
     states = _states(toy)
     assert {s[0] for s in states.values()} <= {"completed", "interrupted"}
     assert any(s[0] == "interrupted" for s in states.values()) and any(s[0] == "completed" for s in states.values())

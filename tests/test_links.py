@@ -3,6 +3,7 @@ before anything is written; lock and stage files are opened without following li
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,16 @@ def test_a_planted_stage_lock_link_never_truncates_its_target(tmp_path: Path) ->
     (tmp_path / "store2" / FOLDER).symlink_to(tmp_path, target_is_directory=True)
     with pytest.raises(RuntimeError, match="link out of its store"):
         linked.get("x", {"a": 1}, lambda: 1)
+
+
+def test_a_missing_reference_file_is_one_line_not_a_traceback(project, cli) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch")
+    from cltoolkit.suites.wmf.analysis import _reproduction
+    from cltoolkit.suites.wmf.models import WmfProtocol
+
+    doc = read(project.protocol_path("wmf-v2"))
+    protocol = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
+    from cltoolkit.errors import InputError
+
+    with pytest.raises(InputError, match=r"/reference names reference/wmf-seed000-metrics\.json, which is not in"):
+        _reproduction(protocol, [])

@@ -118,6 +118,14 @@ def register(app: typer.Typer) -> None:
                 on_plan=planned,
                 wait=wait,
             )
+        except KeyboardInterrupt:
+            progress.close()
+            sys.stderr.write(
+                f"interrupted: clt run --protocol {protocol} stopped by the user. Finished runs keep their records; "
+                "runs that were running are recorded as 'interrupted'. Run the same command again to resume: "
+                "completed runs are skipped, the rest are redone.\n"
+            )
+            raise typer.Exit(130) from None
         finally:
             progress.close()
             for sig, handler in previous.items():

@@ -193,8 +193,8 @@ def verify(project: Project, *, history: bool = True, accept_shallow: bool = Fal
         raise CheckFailed(
             f"{len(failed)} of {len(outcomes)} frozen protocols changed or broke:\n"
             + "\n".join(lines)
-            + "\nA frozen protocol is never edited: restore it (git checkout) and make a new version with "
-            "`clt protocol bump <id>`."
+            + "\nA frozen protocol is never edited: restore its frozen content with `clt protocol restore <id>` and "
+            "make a new version with `clt protocol bump <id>`."
         )
     return outcomes
 

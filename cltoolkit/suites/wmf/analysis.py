@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cltoolkit.components import NUMBER_OR_NULL, Analysis, ValueKind
+from cltoolkit.errors import InputError
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
@@ -144,7 +145,13 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     from cltoolkit.project import find_project
     from cltoolkit.suites.wmf import reference as ref
 
-    seed_runs = ref.load_reference(find_project().root / protocol.reference)
+    path = find_project().root / protocol.reference
+    if not path.is_file():
+        raise InputError(
+            f"{protocol.id}: /reference names {protocol.reference}, which is not in the project ({path}); copy it "
+            "there (the seed's stored runs ship in this repository's reference/ folder)"
+        )
+    seed_runs = ref.load_reference(path)
     rep = ref.reproduction(records, seed_runs)
     rep["tightness"] = ref.tightness(rep)
     rep["byConstruction"] = ref.by_construction(records)
