@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cltoolkit.errors import Refusal
-from cltoolkit.protocol.lock import Lock, code_state
+from cltoolkit.protocol.lock import Lock, accepted_code, code_state
 from cltoolkit.protocol.models import Status
 from cltoolkit.protocol.results import CodeState
 from cltoolkit.run.record import RunRecord
@@ -62,11 +62,10 @@ def check_pinned_code(
     states: dict[str, CodeState] = {}
     lines = []
     for name, by_digest in sorted(digests.items()):
-        state, _ = code_state(lock.components, amendments, name, set(by_digest))
-        states[name] = state
+        states[name] = code_state(lock.components, amendments, name, set(by_digest))
         pin = lock.components.get(name)
-        accepted = {a.sourceSha256 for a in amendments if a.component == name} | ({pin.sourceSha256} if pin else set())
-        for digest, ids in sorted(by_digest.items()) if state == "differs" else []:
+        accepted = accepted_code(lock.components, amendments, name)
+        for digest, ids in sorted(by_digest.items()):
             if digest not in accepted:
                 runs = ", ".join(sorted(ids)[:3]) + ("..." if len(ids) > 3 else "")
                 pinned = pin.sourceSha256 if pin else "nothing for it"

@@ -436,19 +436,28 @@ def _manifest_problems(project: Project, loaded: LoadedProtocol, manifest: list[
     return out
 
 
+def _report_pair(project: Project, protocol_id: str, source: str, stage: str) -> tuple[Path, Path]:
+    """report.md and report.html beside a committed block: the protocol's own block has the top-level pair
+    (`reports/<id>/`), a stage's `results.json` the pair in its folder."""
+    from cltoolkit.report.render import report_paths
+
+    paths = report_paths(project, protocol_id, stage)
+    md, html = paths[:2] if source.endswith(": /results") else paths[2:]
+    return md, html
+
+
 def _rendering_problems(
     project: Project, loaded: LoadedProtocol, source: str, committed: dict[str, Any], records: Sequence[RunRecord]
 ) -> list[str]:
     """The reports beside a committed results block, rendered again from that block and its records: any
     difference (an edited PASS, a deleted file) is named with its first differing line."""
-    from cltoolkit.report.render import render_report, report_paths
+    from cltoolkit.report.render import render_report
 
     try:
         block = Results.model_validate_json(json.dumps(committed))
     except ValueError:
         return []  # the block itself differs from the recomputed one: named by the comparison
-    paths = report_paths(project, loaded.id, block.stage)
-    md_path, html_path = paths[:2] if source.endswith(": /results") else paths[2:]
+    md_path, html_path = _report_pair(project, loaded.id, source, block.stage)
     md, page = render_report(project, loaded, block, records)
     problems = []
     for path, text in ((md_path, md), (html_path, page)):
@@ -469,7 +478,7 @@ def _rendering_problems(
 def render_committed(project: Project, ref: str) -> list[Path]:
     """Write the reports of every committed results block again, rendered from the block and its records (after the
     report's layout changed). The blocks must reproduce from the records first (`check_results`, reports aside)."""
-    from cltoolkit.report.render import render_report, report_paths
+    from cltoolkit.report.render import render_report
 
     check_results(project, ref, reports=False)
     regs = registries(project.components_file)
@@ -479,8 +488,7 @@ def render_committed(project: Project, ref: str) -> list[Path]:
         block = Results.model_validate_json(json.dumps(committed))
         _, _, records = gatekeep(project, ref, stage=block.stage, allow_mixed_code=bool(block.mixedComponentCode))
         md, page = render_report(project, loaded, block, records)
-        paths = report_paths(project, loaded.id, block.stage)
-        md_path, html_path = paths[:2] if source.endswith(": /results") else paths[2:]
+        md_path, html_path = _report_pair(project, loaded.id, source, block.stage)
         project.writable(md_path.parent)
         atomic_write_text(md_path, md)
         atomic_write_text(html_path, page)

@@ -31,6 +31,7 @@ __all__ = [
     "ComponentPin",
     "Lock",
     "VerifyOutcome",
+    "accepted_code",
     "code_state",
     "diff_documents",
     "is_frozen",
@@ -238,6 +239,12 @@ def _verify_one(
     return VerifyOutcome(protocol_id, not problems, lock.sha256, actual, tuple(problems), tuple(notes))
 
 
+def accepted_code(pins: dict[str, ComponentPin], amendments: Sequence[CodeAmendment], name: str) -> set[str]:
+    """The source digests runs of component `name` may carry: the pinned one and every amendment's."""
+    pin = pins.get(name)
+    return {a.sourceSha256 for a in amendments if a.component == name} | ({pin.sourceSha256} if pin else set())
+
+
 def pinned_code_problems(
     lock: Lock, amendments: Sequence[CodeAmendment], used: dict[str, dict[str, str | None]]
 ) -> list[str]:
@@ -256,25 +263,20 @@ def pinned_code_problems(
             )
         elif pin.target != source.get("target"):
             problems.append(f"{name}: resolves to {source.get('target')}, but the lock pinned {pin.target}")
-        elif digest != pin.sourceSha256 and not any(
-            a.component == name and a.sourceSha256 == digest for a in amendments
-        ):
+        elif digest not in accepted_code(lock.components, amendments, name):
             problems.append(f"{name} ({pin.target}): its code is {digest}, the lock pinned {pin.sourceSha256}")
     return problems
 
 
 def code_state(
     pins: dict[str, ComponentPin], amendments: Sequence[CodeAmendment], name: str, digests: set[str]
-) -> tuple[CodeState, list[CodeAmendment]]:
+) -> CodeState:
     """How the code of component `name` that records carry (`digests`) stands against the pinned code: `as frozen`,
-    `amended` (with the amendments that cover it) or `differs`."""
+    `amended` (an amendment covers some of it) or `differs`."""
     pin = pins.get(name)
-    if pin is None:
-        return "differs", []
-    used = [a for a in amendments if a.component == name and a.sourceSha256 in digests]
-    if digests <= {pin.sourceSha256, *(a.sourceSha256 for a in used)}:
-        return ("amended", used) if used else ("as frozen", [])
-    return "differs", used
+    if pin is None or not digests <= accepted_code(pins, amendments, name):
+        return "differs"
+    return "as frozen" if digests == {pin.sourceSha256} else "amended"
 
 
 def require_frozen(project: Project, loaded: LoadedProtocol) -> Lock:
