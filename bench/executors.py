@@ -42,10 +42,10 @@ def _project(root: Path, pid: str, behaviour: dict[str, object], seeds: int) -> 
 
 def _time(root: Path, pid: str, executor: str, workers: int) -> float:
     from cltoolkit.project import Project
-    from cltoolkit.run.runner import run_protocol
+    from cltoolkit.run.runner import ExecutorChoice, RunOptions, run_protocol
 
     start = time.perf_counter()
-    summary = run_protocol(Project(root), pid, workers=workers, executor=executor)
+    summary = run_protocol(Project(root), pid, RunOptions(workers=workers, executor=ExecutorChoice(executor)))
     assert all(r.state == "completed" for r in summary.results), summary.counts()
     return time.perf_counter() - start
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cltoolkit.protocol.models import ProtocolBase
     from cltoolkit.registry import Registries
     from cltoolkit.run.record import RunRecord
-    from cltoolkit.run.spec import ExecutionResult, GridPoint, RunOutput, RunSpec
+    from cltoolkit.run.spec import ExecutionResult, GridPoint, Job, RunOutput, RunSpec
 
 __all__ = [
     "NUMBER",
@@ -245,8 +245,8 @@ class Executor(ABC):
 
     Contract (tests/test_executors.py runs it against every executor): the driver alone decides what runs and
     writes records; an executor never retries a Python exception (`failed`), retries a dead process (`crashed`)
-    up to `spec.max_attempts` in all, stops a run past its limit (`timeout`), counts every attempt, and yields
-    exactly one result per job.
+    up to `job.resources.max_attempts` in all, stops a run past `job.resources.timeout_s` (`timeout`), counts every
+    attempt, and yields exactly one result per job.
     """
 
     name: ClassVar[str]
@@ -258,11 +258,10 @@ class Executor(ABC):
     @abstractmethod
     def execute(
         self,
-        jobs: Sequence[RunSpec],
+        jobs: Sequence[Job],
         *,
         workers: int,
-        timeout_s: float | None,
-        on_start: Callable[[RunSpec], None] | None = None,
+        on_start: Callable[[Job], None] | None = None,
     ) -> Iterator[ExecutionResult]:
         """Run every job; call `on_start` as each begins; yield one result per job as it finishes."""
 

@@ -188,7 +188,7 @@ def _pilot_records(project: Project, loaded: LoadedProtocol, pilot_hash: str | N
                 else f"run a pilot first: `clt run --protocol {loaded.id} --pilot`"
             )
         )
-    scan = RunStore(project.pilot_runs_dir / key, loaded.id).scan()
+    scan = RunStore(project.pilot_store_base(key), loaded.id).scan()
     records = [r for r in scan.records.values() if r.status.state == "completed"]
     if not records:
         raise InputError(f"{loaded.id}: the pilot store {key} holds no completed runs")

@@ -42,6 +42,14 @@ class Project:
     def pilot_runs_dir(self) -> Path:
         return self.root / "pilot-runs"
 
+    def pilot_store_base(self, key: str) -> Path:
+        """The folder of the pilot stores of one protocol content (`key`: its hash's first 16 hex digits)."""
+        return self.pilot_runs_dir / key.removeprefix("sha256:")[:16]
+
+    def store_base(self, digest: str, *, pilot: bool) -> Path:
+        """Where the runs of a protocol of content `digest` live: `runs/`, or a pilot's `pilot-runs/<hash16>/`."""
+        return self.pilot_store_base(digest) if pilot else self.runs_dir
+
     @property
     def reports_dir(self) -> Path:
         return self.root / "reports"

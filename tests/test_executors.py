@@ -305,7 +305,7 @@ def test_a_signal_to_the_driver_alone_stops_running_workers_at_once(toy, sig) ->
 def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None:  # type: ignore[no-untyped-def]
     """An error while a run is being set up (here: the progress callback raises when the third run starts) stops
     the grid at once: the running workers are killed, no further run starts, and the error reaches the caller."""
-    from cltoolkit.run.runner import run_protocol
+    from cltoolkit.run.runner import Callbacks, RunOptions, run_protocol
 
     _protocol(toy, {"a": {"sleepSeconds": 120.0}}, seeds=4)
     begun: list[str] = []
@@ -320,6 +320,6 @@ def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None
 
     start = time.monotonic()
     with pytest.raises(RuntimeError, match="set-up failed"):
-        run_protocol(toy, "toy-v1", workers=2, on_start=on_start)
+        run_protocol(toy, "toy-v1", RunOptions(workers=2), Callbacks(on_start=on_start))
     assert time.monotonic() - start < 30, "the grid waited for its running worker"
     assert len(begun) == 2 and _workers_alive(toy) == []

@@ -66,7 +66,8 @@ def register(app: typer.Typer) -> None:
         """Run a protocol's grid (skipping finished runs) and write one record per run."""
         from cltoolkit.cli.progress import RunProgress
         from cltoolkit.errors import InputError
-        from cltoolkit.run.runner import RunSummary, Selection, run_protocol
+        from cltoolkit.run.runner import Callbacks, ExecutorChoice, GridSummary, RunOptions, Selection, run_protocol
+        from cltoolkit.run.spec import Resources
 
         try:
             seed_list = tuple(int(s) for s in _split(seeds))
@@ -81,7 +82,7 @@ def register(app: typer.Typer) -> None:
 
         progress = RunProgress(quiet=json_out)
 
-        def planned(summary: RunSummary) -> None:
+        def planned(summary: GridSummary) -> None:
             for warning in summary.warnings:
                 sys.stderr.write(f"warning: {warning}\n")
             for where, why in summary.redone:
@@ -89,7 +90,26 @@ def register(app: typer.Typer) -> None:
                 sys.stderr.write(f"redoing {run_dir.name}: {why}\n")
             progress.begin(summary.planned - summary.skipped)
 
-        options: dict[str, object] = {"address": address, "connect_timeout_s": connect_timeout} if address else {}
+        run_options = RunOptions(
+            pilot=pilot,
+            stage=stage,
+            sets=tuple(sets or ()),
+            selection=selection,
+            workers=workers,
+            resources=Resources(
+                threads=threads,
+                timeout_s=timeout,
+                max_attempts=attempts,
+                cpus=cpus,
+                gpus=gpus,
+                memory_mb=memory,
+                device=device,
+            ),
+            executor=ExecutorChoice(
+                executor, {"address": address, "connect_timeout_s": connect_timeout} if address else {}
+            ),
+            wait=wait,
+        )
         # SIGTERM (schedulers, `kill`) stops a grid like Ctrl-C: running runs are recorded as interrupted; and
         # Ctrl-C works even when the shell started `clt run` in the background with SIGINT ignored
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -97,26 +117,7 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             summary = run_protocol(
-                project(),
-                protocol,
-                pilot=pilot,
-                stage=stage,
-                sets=sets or (),
-                selection=selection,
-                workers=workers,
-                timeout_s=timeout,
-                threads=threads,
-                executor=executor,
-                executor_options=options,
-                cpus=cpus,
-                gpus=gpus,
-                memory_mb=memory,
-                device=device,
-                max_attempts=attempts,
-                on_result=progress.finished,
-                on_start=progress.started,
-                on_plan=planned,
-                wait=wait,
+                project(), protocol, run_options, Callbacks(planned, progress.started, progress.finished)
             )
         except KeyboardInterrupt:
             progress.close()

@@ -16,34 +16,11 @@ from typing import Any, ClassVar
 
 from cltoolkit._io import open_append_nofollow, write_json
 from cltoolkit.components import Executor
-from cltoolkit.run.spec import ExecutionResult, RunOutput, RunSpec
+from cltoolkit.run.spec import ExecutionResult, Job, RunOutput, job_payload
 
-__all__ = ["LocalExecutor", "job_payload", "output_from", "worker_command"]
+__all__ = ["LocalExecutor", "output_from", "worker_command"]
 
 POLL_S = 0.25  # how often the driver wakes while waiting for runs (signals are handled then at the latest)
-
-
-def job_payload(spec: RunSpec, components: Path | None) -> dict[str, Any]:
-    assert spec.run_dir is not None and spec.protocol_path is not None
-    return {
-        "runDir": str(spec.run_dir),
-        "protocolPath": str(spec.protocol_path),
-        "components": str(components) if components else None,
-        "threads": spec.threads,
-        "spec": {
-            "protocol_id": spec.protocol_id,
-            "protocol_sha256": spec.protocol_sha256,
-            "pilot": spec.pilot,
-            "stage": spec.stage,
-            "comparison": spec.comparison,
-            "method": spec.method,
-            "seed": spec.seed,
-            "order": spec.order,
-            "cell": spec.cell,
-            "threads": spec.threads,
-            "device": spec.device,
-        },
-    }
 
 
 def output_from(data: dict[str, Any]) -> RunOutput:
@@ -104,13 +81,11 @@ def worker_command() -> list[str]:
     return [sys.executable, "-P", *([] if user_site else ["-s"]), "-m", "cltoolkit.run.worker"]
 
 
-def _attempt(
-    spec: RunSpec, job_file: Path, timeout_s: float | None, children: _Children
-) -> tuple[str, str, RunOutput | None, int | None]:
-    assert spec.run_dir is not None
-    out = spec.run_dir / f"output-{uuid.uuid4().hex[:12]}.json"  # this attempt's own file: no stale output is read
-    (spec.run_dir / "error.json").unlink(missing_ok=True)
-    with open_append_nofollow(spec.run_dir / "log.txt") as log:
+def _attempt(job: Job, job_file: Path, children: _Children) -> tuple[str, str, RunOutput | None, int | None]:
+    timeout_s = job.resources.timeout_s
+    out = job.run_dir / f"output-{uuid.uuid4().hex[:12]}.json"  # this attempt's own file: no stale output is read
+    (job.run_dir / "error.json").unlink(missing_ok=True)
+    with open_append_nofollow(job.run_dir / "log.txt") as log:
         proc = children.start([*worker_command(), str(job_file), out.name], log)
         try:
             code = proc.wait(timeout=timeout_s)
@@ -128,7 +103,7 @@ def _attempt(
         data = json.loads(out.read_text())
         out.unlink()
         return "completed", "", output_from(data), data.get("torchThreads")
-    err = spec.run_dir / "error.json"
+    err = job.run_dir / "error.json"
     if code == 3 and err.exists():
         return "failed", json.loads(err.read_text())["reason"], None, None
     reason = f"process died with signal {-code}" if code < 0 else f"process exited with code {code}"
@@ -140,54 +115,42 @@ class LocalExecutor(Executor):
 
     name: ClassVar[str] = "local"
 
-    def _run(
-        self,
-        spec: RunSpec,
-        timeout_s: float | None,
-        on_start: Callable[[RunSpec], None] | None,
-        children: _Children,
-    ) -> ExecutionResult:
-        assert spec.run_dir is not None
+    def _run(self, job: Job, on_start: Callable[[Job], None] | None, children: _Children) -> ExecutionResult:
         if on_start is not None:
-            on_start(spec)
-        spec.run_dir.mkdir(parents=True, exist_ok=True)
-        job_file = spec.run_dir / "job.json"
-        write_json(job_file, job_payload(spec, self.components))
+            on_start(job)
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        job_file = job.run_dir / "job.json"
+        write_json(job_file, job_payload(job, self.components))
         start = time.monotonic()
         attempts = 0
         while True:
             attempts += 1
-            state, reason, output, threads = _attempt(spec, job_file, timeout_s or spec.timeout_s, children)
-            if state != "crashed" or attempts >= spec.max_attempts:
+            state, reason, output, threads = _attempt(job, job_file, children)
+            if state != "crashed" or attempts >= job.resources.max_attempts:
                 break
-        return ExecutionResult(spec, state, reason, attempts, time.monotonic() - start, output, threads)
+        return ExecutionResult(job.spec, state, reason, attempts, time.monotonic() - start, output, threads)
 
     def execute(
-        self,
-        jobs: Sequence[RunSpec],
-        *,
-        workers: int,
-        timeout_s: float | None,
-        on_start: Callable[[RunSpec], None] | None = None,
+        self, jobs: Sequence[Job], *, workers: int, on_start: Callable[[Job], None] | None = None
     ) -> Iterator[ExecutionResult]:
         # Plain daemon threads and C-level queues rather than a ThreadPoolExecutor: a Ctrl-C / SIGTERM reaches the
         # driver as a KeyboardInterrupt at any bytecode, and one landing inside concurrent.futures' lock handling
         # (submit, as_completed) can leave a lock held that its exit hook may then wait on. The driver polls
         # for results with a timeout, so a signal is acted on within POLL_S wherever the kernel delivered it.
         children = _Children()
-        todo: queue.SimpleQueue[RunSpec] = queue.SimpleQueue()
-        for spec in jobs:
-            todo.put(spec)
+        todo: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        for job in jobs:
+            todo.put(job)
         results: queue.SimpleQueue[ExecutionResult | BaseException] = queue.SimpleQueue()
 
         def work() -> None:
             while not children.stopping:  # a run not yet begun is left alone once the grid stops
                 try:
-                    spec = todo.get_nowait()
+                    job = todo.get_nowait()
                 except queue.Empty:
                     return
                 try:
-                    results.put(self._run(spec, timeout_s, on_start, children))
+                    results.put(self._run(job, on_start, children))
                 except _Stopped:
                     return
                 except BaseException as exc:  # handed to the driver, which stops the grid and raises it

@@ -2,7 +2,7 @@
 
 - `--address auto|host:port` joins an existing cluster; no address starts a local one sized to `--workers`
   (dashboard and usage statistics off).
-- Tasks request `num_cpus` / `num_gpus` / `memory` from the run spec; a GPU request on a cluster without GPUs is
+- Tasks request `num_cpus` / `num_gpus` / `memory` from the run's resources; a GPU request on a cluster without GPUs is
   refused before anything runs (Ray would wait forever).
 - Worker death (SIGKILL, OOM kill) is retried by Ray up to `max_attempts - 1` times (`max_retries`, never
   unbounded); Python exceptions are results (`failed`), never retried; runs past `--timeout` are cancelled.
@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 from cltoolkit._io import open_append_nofollow
 from cltoolkit.components import Executor
 from cltoolkit.errors import InputError, Refusal
-from cltoolkit.run.executors import job_payload, output_from
-from cltoolkit.run.spec import ExecutionResult, RunSpec
+from cltoolkit.run.executors import output_from
+from cltoolkit.run.spec import ExecutionResult, Job, job_payload
 
 __all__ = ["CONNECT_TIMEOUT_S", "RayExecutor", "use_token_if_available"]
 
@@ -160,17 +160,16 @@ class RayExecutor(Executor):
                 f"the cluster's (here {ray.__version__})"
             ) from None
 
-    def _check(self, ray: Any, jobs: Sequence[RunSpec]) -> None:
+    def _check(self, ray: Any, jobs: Sequence[Job]) -> None:
         from cltoolkit import __version__
 
-        gpus = max((s.gpus for s in jobs), default=0.0)
+        gpus = max((j.resources.gpus for j in jobs), default=0.0)
         have = ray.cluster_resources().get("GPU", 0.0)
         if gpus > have:
             raise Refusal(
                 f"runs request {gpus:g} GPU(s) each but the Ray cluster has {have:g}; nothing was started "
                 "(use --gpus-per-run 0, or join a cluster with GPUs via --address)"
             )
-        assert jobs[0].run_dir is not None
         jobs[0].run_dir.parent.mkdir(parents=True, exist_ok=True)
         folder = str(jobs[0].run_dir.parent)
         nodes = [n for n in ray.nodes() if n.get("Alive")]
@@ -191,66 +190,59 @@ class RayExecutor(Executor):
             )
 
     def execute(
-        self,
-        jobs: Sequence[RunSpec],
-        *,
-        workers: int,
-        timeout_s: float | None,
-        on_start: Callable[[RunSpec], None] | None = None,
+        self, jobs: Sequence[Job], *, workers: int, on_start: Callable[[Job], None] | None = None
     ) -> Iterator[ExecutionResult]:
         if not jobs:
             return
         ray = self._ray(workers)
         self._check(ray, jobs)
-        for spec in jobs:
-            assert spec.run_dir is not None
-            spec.run_dir.mkdir(parents=True, exist_ok=True)
-            (spec.run_dir / ATTEMPTS).unlink(missing_ok=True)
+        for job in jobs:
+            job.run_dir.mkdir(parents=True, exist_ok=True)
+            (job.run_dir / ATTEMPTS).unlink(missing_ok=True)
         from ray.exceptions import GetTimeoutError, RayError, TaskCancelledError
 
         task = ray.remote(_ray_task)
         queue = list(jobs)
-        pending: dict[Any, tuple[RunSpec, float]] = {}
+        pending: dict[Any, tuple[Job, float]] = {}
         try:
             while queue or pending:
                 while queue and len(pending) < max(1, workers):
-                    spec = queue.pop(0)
+                    job = queue.pop(0)
+                    wants = job.resources
                     options: dict[str, Any] = {
-                        "num_cpus": spec.cpus,
-                        "num_gpus": spec.gpus,
-                        "max_retries": max(0, spec.max_attempts - 1),
+                        "num_cpus": wants.cpus,
+                        "num_gpus": wants.gpus,
+                        "max_retries": max(0, wants.max_attempts - 1),
                         "retry_exceptions": False,
                     }
-                    if spec.memory_mb:
-                        options["memory"] = spec.memory_mb * 2**20
-                    ref = task.options(**options).remote(job_payload(spec, self.components))
-                    pending[ref] = (spec, time.monotonic())
+                    if wants.memory_mb:
+                        options["memory"] = wants.memory_mb * 2**20
+                    ref = task.options(**options).remote(job_payload(job, self.components))
+                    pending[ref] = (job, time.monotonic())
                     if on_start is not None:
-                        on_start(spec)
+                        on_start(job)
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
                 now = time.monotonic()
                 for ref in ready:
-                    spec, began = pending.pop(ref)
+                    job, began = pending.pop(ref)
                     try:
                         data = ray.get(ref)
                     except TaskCancelledError:
-                        yield self._result(
-                            spec, "timeout", f"exceeded the {self._limit(spec, timeout_s):g} s limit", began
-                        )
+                        yield self._result(job, "timeout", f"exceeded the {job.resources.timeout_s:g} s limit", began)
                         continue
                     except (RayError, GetTimeoutError) as exc:
                         last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
-                        yield self._result(spec, "crashed", f"process died ({type(exc).__name__}): {last[:200]}", began)
+                        yield self._result(job, "crashed", f"process died ({type(exc).__name__}): {last[:200]}", began)
                         continue
                     node = data.pop("node", None)
                     if data.pop("state") == "completed":
-                        result = self._result(spec, "completed", "", began, output_from(data), data.get("torchThreads"))
+                        result = self._result(job, "completed", "", began, output_from(data), data.get("torchThreads"))
                     else:
-                        result = self._result(spec, "failed", data["reason"], began)
+                        result = self._result(job, "failed", data["reason"], began)
                     result.node = node
                     yield result
-                for ref, (spec, began) in list(pending.items()):
-                    limit = self._limit(spec, timeout_s)
+                for ref, (job, began) in list(pending.items()):
+                    limit = job.resources.timeout_s
                     if limit and now - began > limit:
                         ray.cancel(ref, force=True)  # the task is not retried after a cancel
         except BaseException:  # Ctrl-C / SIGTERM in the driver: cancel what is still running on the cluster
@@ -259,17 +251,12 @@ class RayExecutor(Executor):
             raise
 
     @staticmethod
-    def _limit(spec: RunSpec, timeout_s: float | None) -> float | None:
-        return timeout_s or spec.timeout_s
-
-    @staticmethod
     def _result(
-        spec: RunSpec, state: str, reason: str, began: float, output: Any = None, threads: int | None = None
+        job: Job, state: str, reason: str, began: float, output: Any = None, threads: int | None = None
     ) -> ExecutionResult:
-        assert spec.run_dir is not None
-        marks = spec.run_dir / ATTEMPTS
+        marks = job.run_dir / ATTEMPTS
         attempts = len(marks.read_text().splitlines()) if marks.exists() else 1
-        return ExecutionResult(spec, state, reason, max(1, attempts), time.monotonic() - began, output, threads)
+        return ExecutionResult(job.spec, state, reason, max(1, attempts), time.monotonic() - began, output, threads)
 
     def close(self) -> None:
         if self._started:

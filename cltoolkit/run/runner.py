@@ -9,7 +9,7 @@ import copy
 import datetime
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,12 +24,15 @@ from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
 from cltoolkit.run import provenance
 from cltoolkit.run.record import RECORD_VERSION, RunRecord
-from cltoolkit.run.spec import ExecutionResult, GridPoint, RunSpec
+from cltoolkit.run.spec import ExecutionResult, GridPoint, Job, Resources, RunSpec
 from cltoolkit.run.store import RunStore
 from cltoolkit.validation import load_protocol, validate_document
 
 __all__ = [
-    "RunSummary",
+    "Callbacks",
+    "ExecutorChoice",
+    "GridSummary",
+    "RunOptions",
     "Selection",
     "apply_sets",
     "components_used",
@@ -74,7 +77,9 @@ class Selection:
 
 
 @dataclass
-class RunSummary:
+class GridSummary:
+    """What one `clt run` planned, skipped, redid and ran (the driver's account; not `results.RunSummary`)."""
+
     protocol: str
     sha256: str
     pilot: bool
@@ -213,71 +218,97 @@ def _record(
     )
 
 
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """Which registered executor runs the grid, and its own options (Ray: `address`, `connect_timeout_s`)."""
+
+    name: str = "local"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything `clt run` is asked, folded once at the command line and passed down whole."""
+
+    pilot: bool = False
+    stage: str | None = None
+    """Stage id (default: the protocol's first stage)."""
+    sets: tuple[str, ...] = ()
+    """`key.path=<JSON>` overrides; any makes the run a pilot of the effective document."""
+    selection: Selection = Selection()
+    workers: int | None = None
+    """Runs at a time (default: this machine's cores)."""
+    resources: Resources = field(default_factory=Resources)
+    executor: ExecutorChoice = ExecutorChoice()
+    wait: bool = False
+    """If another driver holds the store, wait for it instead of refusing."""
+
+
+@dataclass(frozen=True)
+class Callbacks:
+    """What the caller hears while a grid runs (the CLI's plan lines and progress bar)."""
+
+    on_plan: Callable[[GridSummary], None] | None = None
+    """Once, after planning and before any run starts."""
+    on_start: Callable[[RunSpec], None] | None = None
+    """As each run starts (from an executor thread)."""
+    on_result: Callable[[ExecutionResult, int, int], None] | None = None
+    """As each run's record is written: the result, how many are done, how many were started."""
+
+
 def run_protocol(
-    project: Project,
-    ref: str,
-    *,
-    pilot: bool = False,
-    stage: str | None = None,
-    sets: Sequence[str] = (),
-    selection: Selection = Selection(),
-    workers: int | None = None,
-    timeout_s: float | None = None,
-    threads: int = 1,
-    max_attempts: int = 2,
-    executor: str = "local",
-    executor_options: dict[str, Any] | None = None,
-    cpus: float = 1.0,
-    gpus: float = 0.0,
-    memory_mb: int | None = None,
-    device: str = "cpu",
-    on_result: Callable[[ExecutionResult, int, int], None] | None = None,
-    on_start: Callable[[RunSpec], None] | None = None,
-    on_plan: Callable[[RunSummary], None] | None = None,
-    wait: bool = False,
-) -> RunSummary:
+    project: Project, ref: str, options: RunOptions = RunOptions(), callbacks: Callbacks = Callbacks()
+) -> GridSummary:
     """Run the (selected) grid of a protocol's stage; returns what ran.
 
     The driver holds the store's lock for the whole grid (a second driver on the same store is refused, or waits
-    with `wait`), refuses a store holding corrupt records, and removes only records of runs it starts itself."""
+    with `options.wait`), refuses a store holding corrupt records, and removes only records of runs it starts
+    itself."""
     regs = registries(project.components_file)
-    path = project.resolve_protocol(ref)
-    loaded = load_protocol(path, regs)
-    if sets:
-        pilot = True
-        document = apply_sets(loaded.document, sets)
-        model, _ = validate_document(document, f"{path} (with --set)", regs, expected_id=loaded.id)
-        digest = protocol_hash(document)
-        eff_path = project.writable(
-            project.pilot_runs_dir / "effective" / digest.removeprefix("sha256:")[:16] / f"{loaded.id}.json"
-        )
-        write_json(eff_path, document, sort_keys=False)
-        loaded = LoadedProtocol(eff_path, document, model)
+    loaded = load_protocol(project.resolve_protocol(ref), regs)
+    if options.sets:
+        loaded = _effective(project, regs, loaded, options.sets)
+        options = replace(options, pilot=True)
     digest = protocol_hash(loaded.document)
-    if not pilot:
+    _refuse_before_planning(project, regs, loaded, options)
+    base = project.store_base(digest, pilot=options.pilot)
+    project.writable(base / loaded.id)
+    store = RunStore(base, loaded.id)
+    with store.driver_lock(wait=options.wait):
+        return _run_locked(project, regs, loaded, digest, store, options, callbacks)
+
+
+def _effective(project: Project, regs: Registries, loaded: LoadedProtocol, sets: Sequence[str]) -> LoadedProtocol:
+    """The document with `--set` overrides applied, validated and written under `pilot-runs/effective/`."""
+    document = apply_sets(loaded.document, sets)
+    model, _ = validate_document(document, f"{loaded.path} (with --set)", regs, expected_id=loaded.id)
+    key = protocol_hash(document).removeprefix("sha256:")[:16]
+    eff_path = project.writable(project.pilot_runs_dir / "effective" / key / f"{loaded.id}.json")
+    write_json(eff_path, document, sort_keys=False)
+    return LoadedProtocol(eff_path, document, model)
+
+
+def _refuse_before_planning(project: Project, regs: Registries, loaded: LoadedProtocol, options: RunOptions) -> None:
+    """An official run of a draft, or of content other than the frozen one, or of a pilot stage; a device this
+    machine does not have."""
+    if not options.pilot:
         if read_lock(project, loaded.id) is None:
             raise Refusal(
                 f"{loaded.id} is a draft (not frozen): official runs need a frozen protocol. Run a pilot with "
                 f"`clt run --protocol {loaded.id} --pilot`, or freeze it with `clt protocol freeze {loaded.id}`"
             )
         require_frozen(project, loaded)
-    if not pilot and loaded.model.stage(stage).purpose == "pilot":
-        raise Refusal(
-            f"{loaded.id}: stage {loaded.model.stage(stage).id!r} is a pilot stage; run it with --pilot "
-            "(its runs plan the study and never report results)"
-        )
-    if executor == "local":  # on a cluster the workers' devices are not this machine's
+        stage = loaded.model.stage(options.stage)
+        if stage.purpose == "pilot":
+            raise Refusal(
+                f"{loaded.id}: stage {stage.id!r} is a pilot stage; run it with --pilot "
+                "(its runs plan the study and never report results)"
+            )
+    device = options.resources.device
+    if options.executor.name == "local":  # on a cluster the workers' devices are not this machine's
         problem = regs.new_suite(loaded.model.suite).device_problem(device)
         if problem is not None:
             raise Refusal(f"--device {device}: {problem}")
-    base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
-    project.writable(base / loaded.id)
-    store = RunStore(base, loaded.id)
-    with store.driver_lock(wait=wait):
-        return _run_locked(
-            project, regs, loaded, digest, pilot, store, stage, selection, workers, timeout_s, threads,
-            max_attempts, executor, executor_options, cpus, gpus, memory_mb, device, on_result, on_start, on_plan,
-        )  # fmt: skip
 
 
 def _run_locked(
@@ -285,42 +316,25 @@ def _run_locked(
     regs: Registries,
     loaded: LoadedProtocol,
     digest: str,
-    pilot: bool,
     store: RunStore,
-    stage: str | None,
-    selection: Selection,
-    workers: int | None,
-    timeout_s: float | None,
-    threads: int,
-    max_attempts: int,
-    executor: str,
-    executor_options: dict[str, Any] | None,
-    cpus: float,
-    gpus: float,
-    memory_mb: int | None,
-    device: str,
-    on_result: Callable[[ExecutionResult, int, int], None] | None,
-    on_start: Callable[[RunSpec], None] | None,
-    on_plan: Callable[[RunSummary], None] | None,
-) -> RunSummary:
+    options: RunOptions,
+    callbacks: Callbacks,
+) -> GridSummary:
     store.clean_stale()
     scan = store.scan()
     store.refuse_corrupt(scan)
     store.refuse_foreign(scan, digest)
-    points = plan_runs(loaded, stage, selection, regs)
+    selection, stage = options.selection, loaded.model.stage(options.stage)
+    points = plan_runs(loaded, stage.id, selection, regs)
     if not points and selection != Selection():
-        lines = selection.unmatched(plan_runs(loaded, stage, Selection(), regs)) or ["no grid point has them all"]
-        raise InputError(
-            f"{loaded.id}: the selection matches no run of stage {loaded.model.stage(stage).id!r}:\n" + "\n".join(lines)
-        )
-    stage_id = loaded.model.stage(stage).id
+        lines = selection.unmatched(plan_runs(loaded, stage.id, Selection(), regs)) or ["no grid point has them all"]
+        raise InputError(f"{loaded.id}: the selection matches no run of stage {stage.id!r}:\n" + "\n".join(lines))
     todo = [p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")]
-    summary = RunSummary(loaded.id, digest, pilot, store.folder, len(points), len(points) - len(todo))
-    st = loaded.model.stage(stage)
-    if pilot and st.purpose != "pilot" and read_lock(project, loaded.id) is not None:
+    summary = GridSummary(loaded.id, digest, options.pilot, store.folder, len(points), len(points) - len(todo))
+    if options.pilot and stage.purpose != "pilot" and read_lock(project, loaded.id) is not None:
         summary.warnings.append(
-            f"this pilot runs stage {st.id!r}, whose seeds {st.seeds} are the confirmatory ones: pilot seeds should "
-            'be disjoint from them (declare a stage with `"purpose": "pilot"` and other seeds in a new version)'
+            f"this pilot runs stage {stage.id!r}, whose seeds {stage.seeds} are the confirmatory ones: pilot seeds "
+            'should be disjoint from them (declare a stage with `"purpose": "pilot"` and other seeds in a new version)'
         )
     planned_ids = {p.run_id for p in todo}
     summary.redone = sorted(
@@ -328,74 +342,62 @@ def _run_locked(
         for problem in scan.broken
         if Path(problem.where).name in planned_ids or Path(problem.where).parent.name in planned_ids
     )
-    if on_plan is not None:
-        on_plan(summary)
+    if callbacks.on_plan is not None:
+        callbacks.on_plan(summary)
     if not todo:
         return summary
-    specs = [
-        RunSpec(
-            protocol_id=loaded.id,
-            protocol_sha256=digest,
-            pilot=pilot,
-            stage=stage_id,
-            comparison=p.comparison,
-            method=p.method,
-            seed=p.seed,
-            order=p.order,
-            cell=p.cell,
-            run_dir=store.run_dir(p.run_id),
-            protocol_path=loaded.path.resolve(),
-            threads=threads,
-            timeout_s=timeout_s,
-            max_attempts=max_attempts,
-            cpus=cpus,
-            gpus=gpus,
-            memory_mb=memory_mb,
-            device=device,
+    protocol_path = loaded.path.resolve()
+    jobs = [
+        Job(
+            RunSpec(
+                protocol_id=loaded.id,
+                protocol_sha256=digest,
+                pilot=options.pilot,
+                stage=stage.id,
+                comparison=p.comparison,
+                method=p.method,
+                seed=p.seed,
+                order=p.order,
+                cell=p.cell,
+                resources=options.resources,
+            ),
+            run_dir=project.writable(store.run_dir(p.run_id)),  # a run folder linked out of the project: refused
+            protocol_path=protocol_path,
         )
         for p in todo
     ]
-    for spec in specs:  # a run folder linked out of the project is refused before any run starts
-        assert spec.run_dir is not None
-        project.writable(spec.run_dir)
-    code = {m: components_used(regs, loaded.model, m) for m in sorted({s.method for s in specs})}
-    lock = None if pilot else read_lock(project, loaded.id)
+    code = {m: components_used(regs, loaded.model, m) for m in sorted({j.spec.method for j in jobs})}
+    lock = None if options.pilot else read_lock(project, loaded.id)
     if lock is not None:
         amendments = loaded.model.status.codeAmendments if loaded.model.status else []
         refuse_unpinned_code(lock, amendments, {k: v for c in code.values() for k, v in c.items()}, loaded.id)
-    runner = regs.executor.get(executor)(
-        project.components_file if project.components_file.is_file() else None, **(executor_options or {})
-    )
+    components = project.components_file if project.components_file.is_file() else None
+    runner = regs.executor.get(options.executor.name)(components, **options.executor.options)
     grid_start = datetime.datetime.now(datetime.UTC)
     started: dict[str, datetime.datetime] = {}  # runs the executor has started (on_start), with the time
     done: set[str] = set()
 
-    def begin(spec: RunSpec) -> None:
+    def begin(job: Job) -> None:
         # a stale record of an unfinished run (failed, interrupted...) is removed when the run is redone, not
         # before: stopping the grid earlier leaves it in place
-        assert spec.run_dir is not None
-        (spec.run_dir / "record.json").unlink(missing_ok=True)
-        started[spec.run_id] = datetime.datetime.now(datetime.UTC)
-        if on_start is not None:
-            on_start(spec)
+        (job.run_dir / "record.json").unlink(missing_ok=True)
+        started[job.run_id] = datetime.datetime.now(datetime.UTC)
+        if callbacks.on_start is not None:
+            callbacks.on_start(job.spec)
 
     try:
-        for result in runner.execute(
-            specs, workers=workers or os.cpu_count() or 1, timeout_s=timeout_s, on_start=begin
-        ):
-            record = _record(
-                result.spec, result, started.get(result.spec.run_id, grid_start), project, code[result.spec.method]
-            )
-            store.write(record)
-            done.add(result.spec.run_id)
+        for result in runner.execute(jobs, workers=options.workers or os.cpu_count() or 1, on_start=begin):
+            spec = result.spec
+            store.write(_record(spec, result, started.get(spec.run_id, grid_start), project, code[spec.method]))
+            done.add(spec.run_id)
             summary.results.append(result)
-            if on_result:
-                on_result(result, len(summary.results), len(specs))
+            if callbacks.on_result:
+                callbacks.on_result(result, len(summary.results), len(jobs))
     except KeyboardInterrupt:
-        for spec in specs:  # runs that never started stay as they were (missing, or their earlier record)
-            if spec.run_id in started and spec.run_id not in done:
-                interrupted = ExecutionResult(replace(spec), "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
-                store.write(_record(spec, interrupted, started[spec.run_id], project, code[spec.method]))
+        for job in jobs:  # runs that never started stay as they were (missing, or their earlier record)
+            if job.run_id in started and job.run_id not in done:
+                interrupted = ExecutionResult(job.spec, "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
+                store.write(_record(job.spec, interrupted, started[job.run_id], project, code[job.spec.method]))
         raise
     finally:
         runner.close()

@@ -1,4 +1,5 @@
-"""RunSpecs: one planned run, with a deterministic id; and what a driver or executor returns."""
+"""RunSpecs: one planned run, with a deterministic id, the resources it asks for, the job an executor runs; and
+what a driver or executor returns."""
 
 from __future__ import annotations
 
@@ -7,7 +8,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ExecutionResult", "GridPoint", "RunOutput", "RunSpec", "replicate_key", "run_id"]
+__all__ = [
+    "ExecutionResult",
+    "GridPoint",
+    "Job",
+    "Resources",
+    "RunOutput",
+    "RunSpec",
+    "job_payload",
+    "replicate_key",
+    "run_id",
+    "spec_from_payload",
+]
 
 
 def replicate_key(seed: int, order: str | None, cell: str | None) -> str:
@@ -42,8 +54,30 @@ class GridPoint:
 
 
 @dataclass(frozen=True)
+class Resources:
+    """What every run of one `clt run` asks of the machine it runs on (flags folded at the command line)."""
+
+    threads: int = 1
+    """Torch (and BLAS) threads in the run's process."""
+    timeout_s: float | None = None
+    """Wall-clock limit of one attempt; past it the run is stopped and recorded as `timeout`."""
+    max_attempts: int = 2
+    """Attempts for a run whose process dies (`crashed`); a Python exception (`failed`) is never retried."""
+    cpus: float = 1.0
+    """CPUs a run needs (Ray schedules by it; the local pool runs `workers` at a time)."""
+    gpus: float = 0.0
+    """GPUs a run needs (a request on a cluster without GPUs fails fast)."""
+    memory_mb: int | None = None
+    """Memory a run needs, where the executor can reserve it."""
+    device: str = "cpu"
+    """Torch device requested for the run's models (`auto`, `cpu`, `cuda`, `cuda:N`; resolved in the worker)."""
+
+
+@dataclass(frozen=True)
 class RunSpec:
-    """One planned run of a protocol."""
+    """What one planned run of a protocol is (its record's `spec`), and the resources it asks for.
+
+    A suite's `execute` receives it; `device` and `threads` are the two resources a suite reads."""
 
     protocol_id: str
     protocol_sha256: str
@@ -54,23 +88,19 @@ class RunSpec:
     seed: int
     order: str | None = None
     cell: str | None = None
-    run_dir: Path | None = None
-    protocol_path: Path | None = None
-    threads: int = 1
-    timeout_s: float | None = None
-    max_attempts: int = 2
-    cpus: float = 1.0
-    """CPUs a run needs (Ray schedules by it; the local pool runs `workers` at a time)."""
-    gpus: float = 0.0
-    """GPUs a run needs (a request on a cluster without GPUs fails fast)."""
-    memory_mb: int | None = None
-    """Memory a run needs, where the executor can reserve it."""
-    device: str = "cpu"
-    """Torch device requested for the run's models (`auto`, `cpu`, `cuda`, `cuda:N`; resolved in the worker)."""
+    resources: Resources = field(default_factory=Resources)
 
     @property
     def run_id(self) -> str:
         return run_id(self.comparison, self.seed, self.order, self.cell)
+
+    @property
+    def device(self) -> str:
+        return self.resources.device
+
+    @property
+    def threads(self) -> int:
+        return self.resources.threads
 
     def spec_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +111,46 @@ class RunSpec:
             "cell": self.cell,
             "stage": self.stage,
         }
+
+
+@dataclass(frozen=True)
+class Job:
+    """A run handed to an executor: its spec and where its files are (both paths always set)."""
+
+    spec: RunSpec
+    run_dir: Path
+    """The run's folder in the store: job file, log, attempt outputs; the driver writes the record there."""
+    protocol_path: Path
+    """The protocol file the worker loads (the effective document of a `--set` pilot)."""
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
+
+    @property
+    def resources(self) -> Resources:
+        return self.spec.resources
+
+
+IDENTITY = ("protocol_id", "protocol_sha256", "pilot", "stage", "comparison", "method", "seed", "order", "cell")
+
+
+def job_payload(job: Job, components: Path | None) -> dict[str, Any]:
+    """The job file a worker process reads (`job.json` in the run's folder)."""
+    spec = job.spec
+    return {
+        "runDir": str(job.run_dir),
+        "protocolPath": str(job.protocol_path),
+        "components": str(components) if components else None,
+        "threads": spec.threads,
+        "spec": {**{name: getattr(spec, name) for name in IDENTITY}, "threads": spec.threads, "device": spec.device},
+    }
+
+
+def spec_from_payload(data: dict[str, Any]) -> RunSpec:
+    """The RunSpec a worker hands the suite: the run's identity and the two resources a suite reads."""
+    resources = Resources(threads=int(data["threads"]), device=str(data["device"]))
+    return RunSpec(**{name: data[name] for name in IDENTITY}, resources=resources)
 
 
 @dataclass

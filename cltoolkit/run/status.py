@@ -36,8 +36,7 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
     regs = registries(project.components_file)
     loaded = load_protocol(project.resolve_protocol(ref), regs)
     digest = protocol_hash(loaded.document)
-    base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
-    store = RunStore(base, loaded.id)
+    store = RunStore(project.store_base(digest, pilot=pilot), loaded.id)
     scan = store.scan()
     partial = {Path(p.where).name: p.message for p in scan.partial}
     suite = regs.new_suite(loaded.model.suite)
@@ -111,8 +110,7 @@ def seal_store(project: Project, ref: str, *, pilot: bool = False) -> tuple[int,
     regs = registries(project.components_file)
     loaded = load_protocol(project.resolve_protocol(ref), regs)
     digest = protocol_hash(loaded.document)
-    base = project.pilot_runs_dir / digest.removeprefix("sha256:")[:16] if pilot else project.runs_dir
-    store = RunStore(base, loaded.id)
+    store = RunStore(project.store_base(digest, pilot=pilot), loaded.id)
     with store.driver_lock():
         scan = store.scan()
         store.refuse_corrupt(scan)

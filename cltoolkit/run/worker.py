@@ -39,12 +39,12 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
     keep_freed_memory()
     try:
         from cltoolkit.registry import registries
-        from cltoolkit.run.spec import RunSpec
+        from cltoolkit.run.spec import spec_from_payload
         from cltoolkit.validation import load_protocol
 
         regs = registries(Path(job["components"]) if job.get("components") else None)
         protocol = load_protocol(Path(job["protocolPath"]), regs).model
-        spec = RunSpec(**job["spec"])
+        spec = spec_from_payload(job["spec"])
         suite = regs.new_suite(protocol.suite)
         output = suite.execute(protocol, spec, Path(job["runDir"]))
         return {

@@ -14,7 +14,7 @@ from cltoolkit.gatekeeper.gatekeeper import report_protocol
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.run.record import RunRecord
-from cltoolkit.run.runner import Selection, run_protocol
+from cltoolkit.run.runner import RunOptions, Selection, run_protocol
 from cltoolkit.run.store import RunStore
 from tests.conftest import read, write
 from tests.toy_suite import toy_protocol
@@ -146,7 +146,7 @@ def test_refuses_mixed_toolkit_versions(toy, cli) -> None:  # type: ignore[no-un
 
 def test_incomplete_grid_is_not_evaluable(toy, cli) -> None:  # type: ignore[no-untyped-def]
     _setup(toy)
-    run_protocol(toy, "toy-v1", selection=Selection(seeds=(0, 1, 2, 3)))
+    run_protocol(toy, "toy-v1", RunOptions(selection=Selection(seeds=(0, 1, 2, 3))))
     out = report_protocol(toy, "toy-v1", dry_run=True)
     assert out.results.runs.missing == 2
     for gate in out.results.gates:
@@ -210,7 +210,7 @@ def test_record_versions(toy, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from cltoolkit.run import record as rec_mod
 
     _setup(toy)
-    run_protocol(toy, "toy-v1", selection=Selection(seeds=(0,)))
+    run_protocol(toy, "toy-v1", RunOptions(selection=Selection(seeds=(0,))))
     path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
     data = read(path)
     data["recordVersion"] = rec_mod.RECORD_VERSION + 1
@@ -231,7 +231,7 @@ def test_record_versions(toy, tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 def test_records_are_sorted_atomic_json(toy) -> None:  # type: ignore[no-untyped-def]
     _setup(toy)
-    run_protocol(toy, "toy-v1", selection=Selection(seeds=(0,)))
+    run_protocol(toy, "toy-v1", RunOptions(selection=Selection(seeds=(0,))))
     path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
     text = path.read_text()
     data = json.loads(text)
