@@ -93,6 +93,11 @@ def check_budgets(protocol: ProtocolBase, records: Sequence[RunRecord]) -> list[
     return checks
 
 
+def _kept(points: list[GridPoint], excluded: frozenset[str]) -> set[str]:
+    """The replicates of a comparison's planned runs that an exclusion rule did not remove."""
+    return {replicate_key(p.seed, p.order, p.cell) for p in points if p.run_id not in excluded}
+
+
 def _hypotheses(
     protocol: ProtocolBase,
     usable: list[RunRecord],
@@ -133,16 +138,16 @@ def _hypotheses(
                 reason = "budget fairness violated: " + "; ".join(b.message for b in broken)
             elif analysis is None:
                 reason = f"suite {protocol.suite!r} has no analysis"
-            values = None
+            values, keys = None, []
             if not reason and analysis is not None:
                 mv = analysis.replicates(
                     protocol, records_of.get(gate.method, []), gate.metric, gate.method, scope
                 ).get(scope, {})
-
-                def kept(comp: str, planned: dict[str, list[GridPoint]] = planned) -> set[str]:
-                    return {replicate_key(p.seed, p.order, p.cell) for p in planned[comp] if p.run_id not in excluded}
-
-                keys = sorted(kept(gate.method) & kept(gate.reference) if gate.reference else kept(gate.method))
+                keys = sorted(
+                    _kept(planned[gate.method], excluded) & _kept(planned[gate.reference], excluded)
+                    if gate.reference
+                    else _kept(planned[gate.method], excluded)
+                )
                 if gate.reference:
                     rv = analysis.replicates(
                         protocol, records_of.get(gate.reference, []), gate.metric, gate.reference, scope
@@ -157,10 +162,8 @@ def _hypotheses(
                     values = np.array([mv[k] for k in keys])
                 if values is not None and values.size < 2:
                     reason, values = f"needs at least 2 replicates, has {values.size}", None
-            hyp = Hypothesis(gate, scope, values if not reason else None, reason)
-            if values is not None and not reason:
-                hyp.keys = list(keys)
-            out.append(hyp)
+            usable_values = values if not reason else None
+            out.append(Hypothesis(gate, scope, usable_values, reason, tuple(keys) if usable_values is not None else ()))
     return out
 
 

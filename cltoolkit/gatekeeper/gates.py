@@ -2,223 +2,283 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
 from cltoolkit import stats
 from cltoolkit.protocol.models import AnalysisPlan, Gate
-from cltoolkit.protocol.results import GateResult, HypothesisResult
+from cltoolkit.protocol.results import Decision, GateResult, HypothesisResult
 
-__all__ = ["Hypothesis", "decide_gates"]
+__all__ = [
+    "Decided",
+    "Hypothesis",
+    "Interval",
+    "Tested",
+    "adjusted_p",
+    "apply_tests",
+    "decide",
+    "decide_gates",
+    "family_intervals",
+]
 
 
-@dataclass
+IntervalKind = Literal["holm-simultaneous", "bonferroni", "marginal"]
+Bounds = tuple[float | None, float | None]
+
+
+@dataclass(frozen=True)
 class Hypothesis:
-    """One hypothesis: `values` are per-replicate numbers (one-sample) or paired differences."""
+    """One hypothesis of a gate: per-replicate numbers (one-sample) or paired differences, or why it has none."""
 
     gate: Gate
     scope: str
     values: np.ndarray | None
     reason: str = ""
-    # filled by the test
-    estimate: float | None = None
-    se: float | None = None
-    df: int | None = None
-    delta: float | None = None
-    sign: float = 1.0
-    p: float | None = None
-    p_adj: float | None = None
-    interval: tuple[float | None, float | None] | None = None
-    interval_kind: str | None = None
-    level: float | None = None
-    decided_by: str | None = None
-    degenerate: bool = False
-    perm: stats.PermutationP | None = None
-    wilcoxon: float | None = None
-    sign_p: float | None = None
-    decision: str = "not-evaluable"
-    keys: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+    """The replicate of each value (cell, order, seed), in the order of `values`."""
 
     @property
     def evaluable(self) -> bool:
         return self.values is not None and not self.reason
 
 
-def _values(h: Hypothesis) -> np.ndarray:
-    """An evaluable hypothesis's per-replicate values."""
-    assert h.values is not None
-    return h.values
+@dataclass(frozen=True)
+class Interval:
+    """An interval (or a one-sided bound: the other end None) and which kind it is."""
+
+    bounds: Bounds
+    kind: IntervalKind
+    level: float
 
 
-def _signed(h: Hypothesis) -> tuple[np.ndarray, float]:
-    """A one-sided hypothesis's values and margin, turned so that the alternative is `greater`."""
-    assert h.delta is not None
-    return h.sign * _values(h), h.sign * h.delta
+@dataclass(frozen=True)
+class Tested:
+    """The tests of one evaluable hypothesis, as declared: the deciding p and how it was computed, the estimate,
+    the marginal interval where the test gives one (TOST, report-only), and the sensitivity tests."""
+
+    hypothesis: Hypothesis
+    sign: float
+    """+1 where the alternative is `greater`, -1 where it is `less`."""
+    delta: float
+    """The null on the replicates' own scale."""
+    estimate: float
+    se: float | None
+    df: int | None
+    p: float
+    decided_by: str
+    degenerate: bool
+    interval: Interval | None
+    perm: stats.PermutationP
+    wilcoxon: float | None = None
+    sign_p: float | None = None
+
+    @property
+    def x(self) -> np.ndarray:
+        assert self.hypothesis.values is not None  # a Tested is built from evaluable hypotheses only
+        return self.hypothesis.values
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One hypothesis at the end: its tests (None when not evaluable), adjusted p, interval and decision."""
+
+    hypothesis: Hypothesis
+    tested: Tested | None
+    p_adjusted: float | None
+    interval: Interval | None
+    decision: Decision
 
 
 EXACT_BY = "exact sign-flip (the t statistic is undefined: the replicates have no spread)"
+MEDIAN_BY = "sign test (the declared aggregate is the median)"
 
 
-def _prepare(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> None:
-    """Each test of one hypothesis. The permutation p and the Wilcoxon p test the gate's own hypothesis; where the
-    t statistic is undefined (zero spread, or zero up to rounding) the exact sign-flip test decides instead."""
-    g = h.gate
-    x = _values(h)
+def _direction(g: Gate) -> tuple[float, float]:
+    """(sign, null) of a gate's one-sided claim, higher-is-better: D > +margin (superiority), D > -margin
+    (non-inferiority); lower is better mirrors it. Two-sided tests: (1, 0)."""
     if g.test == "lower-bound":
-        h.sign, h.delta = 1.0, float(g.threshold)  # type: ignore[arg-type]
-    elif g.test == "upper-bound":
-        h.sign, h.delta = -1.0, float(g.threshold)  # type: ignore[arg-type]
-    elif g.test in ("superiority", "non-inferiority"):
-        # higher is better: D > +margin (superiority) / D > -margin (non-inferiority); lower is better mirrors it
-        h.sign = -1.0 if g.lower_is_better else 1.0
+        return 1.0, float(g.threshold)  # type: ignore[arg-type]
+    if g.test == "upper-bound":
+        return -1.0, float(g.threshold)  # type: ignore[arg-type]
+    if g.test in ("superiority", "non-inferiority"):
+        sign = -1.0 if g.lower_is_better else 1.0
         margin = float(g.margin) if g.test == "superiority" else -float(g.margin)  # type: ignore[arg-type]
-        h.delta = h.sign * margin
-    else:
-        h.delta = 0.0
+        return sign, sign * margin
+    return 1.0, 0.0
+
+
+def apply_tests(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> Tested:
+    """Every test of one evaluable hypothesis. The permutation p and the Wilcoxon p test the gate's own
+    hypothesis; where the t statistic is undefined (zero spread, or zero up to rounding) the exact sign-flip test
+    decides instead; under a declared median aggregate the sign test decides (`_median`)."""
+    g = h.gate
+    x = h.values
+    assert x is not None and h.evaluable
+    sign, delta = _direction(g)
     exact_up_to = max(plan.permutation.exactUpTo, stats.EXACT_UP_TO)
 
     def perm(alternative: str, null: float) -> stats.PermutationP:
         draws = plan.permutation.monteCarloDraws
         return stats.sign_flip_p(x, null, alternative=alternative, exact_up_to=exact_up_to, draws=draws, rng=rng)
 
+    wilcoxon = sign_p = None
     if g.test == "equivalence-tost":
         margin = float(g.margin)  # type: ignore[arg-type]
-        h.perm = max(perm("greater", -margin), perm("less", margin), key=lambda r: r.p)
+        permutation = max(perm("greater", -margin), perm("less", margin), key=lambda r: r.p)
         if g.reference is not None:
             low, high = stats.wilcoxon_p(x, -margin, "greater"), stats.wilcoxon_p(x, margin, "less")
-            h.wilcoxon = None if low is None or high is None else max(low, high)
+            wilcoxon = None if low is None or high is None else max(low, high)
         t = stats.tost(x, -margin, margin, plan.alpha)
-        h.estimate, h.se, h.df, h.degenerate = t.estimate, t.se, t.df, t.degenerate
-        h.p, h.decided_by = t.p, "tost"
-        h.interval, h.interval_kind, h.level = t.interval, "marginal", 1 - 2 * plan.alpha
+        estimate, se, df, degenerate, p, by = t.estimate, t.se, t.df, t.degenerate, t.p, "tost"
+        interval: Interval | None = Interval(t.interval, "marginal", 1 - 2 * plan.alpha)
     elif g.test == "report-only":
-        h.perm = perm("two-sided", 0.0)
-        h.wilcoxon = stats.wilcoxon_p(x, 0.0) if g.reference is not None else None
+        permutation = perm("two-sided", 0.0)
+        wilcoxon = stats.wilcoxon_p(x, 0.0) if g.reference is not None else None
         t2 = stats.two_sided_t(x, 0.0, plan.alpha)
-        h.estimate, h.se, h.df, h.degenerate = t2.estimate, t2.se, t2.df, t2.degenerate
-        h.p, h.decided_by = t2.p, "t-test"
-        h.interval, h.interval_kind, h.level = (t2.low, t2.high), "marginal", 1 - plan.alpha
+        estimate, se, df, degenerate, p, by = t2.estimate, t2.se, t2.df, t2.degenerate, t2.p, "t-test"
+        interval = Interval((t2.low, t2.high), "marginal", 1 - plan.alpha)
     else:
-        alternative = "greater" if h.sign > 0 else "less"
-        h.perm = perm(alternative, h.delta)
+        alternative = "greater" if sign > 0 else "less"
+        permutation = perm(alternative, delta)
         if g.reference is not None:
-            h.wilcoxon = stats.wilcoxon_p(x, h.delta, alternative)
+            wilcoxon = stats.wilcoxon_p(x, delta, alternative)
         else:
-            h.sign_p = stats.sign_test_p(x, h.delta, int(h.sign))
-        one = stats.one_sided_t(h.sign * x, h.sign * h.delta, plan.alpha)
-        h.estimate, h.se, h.df, h.degenerate = float(np.mean(x)), one.se, one.df, one.degenerate
-        h.p, h.decided_by = one.p, "t-test"
-    if h.degenerate:
-        h.p, h.decided_by, h.interval, h.interval_kind, h.level = h.perm.p, EXACT_BY, None, None, None
-    if plan.aggregate == "median":
-        _median(h, plan)
+            sign_p = stats.sign_test_p(x, delta, int(sign))
+        one = stats.one_sided_t(sign * x, sign * delta, plan.alpha)
+        estimate, se, df, degenerate, p, by = float(np.mean(x)), one.se, one.df, one.degenerate, one.p, "t-test"
+        interval = None
+    if degenerate:
+        p, by, interval = permutation.p, EXACT_BY, None
+    tested = Tested(h, sign, delta, estimate, se, df, p, by, degenerate, interval, permutation, wilcoxon, sign_p)
+    return _median(tested, plan) if plan.aggregate == "median" else tested
 
 
-MEDIAN_BY = "sign test (the declared aggregate is the median)"
-
-
-def _median(h: Hypothesis, plan: AnalysisPlan) -> None:
+def _median(t: Tested, plan: AnalysisPlan) -> Tested:
     """The declared aggregate is the median: the estimate is the replicates' median and the exact sign test decides
     (ties with the null dropped; every replicate tied: p = 1). The t, permutation and Wilcoxon results stay as
-    sensitivity analyses; intervals are order statistics (set in `decide_gates`)."""
-    g, x = h.gate, _values(h)
-    h.estimate, h.se, h.df, h.degenerate, h.decided_by = float(np.median(x)), None, None, False, MEDIAN_BY
-    h.interval, h.interval_kind, h.level = None, None, None
+    sensitivity analyses; intervals are order statistics."""
+    g, x = t.hypothesis.gate, t.x
 
     def sign(threshold: float, direction: int) -> float:
         p = stats.sign_test_p(x, threshold, direction)
         return 1.0 if p is None else p
 
+    interval = None
     if g.test == "equivalence-tost":
         margin = float(g.margin)  # type: ignore[arg-type]
-        h.p = max(sign(-margin, 1), sign(margin, -1))
-        h.interval, h.interval_kind, h.level = _median_interval(x, 2 * plan.alpha), "marginal", 1 - 2 * plan.alpha
+        p = max(sign(-margin, 1), sign(margin, -1))
+        interval = Interval(_median_interval(x, 2 * plan.alpha), "marginal", 1 - 2 * plan.alpha)
     elif g.test == "report-only":
-        h.p = min(1.0, 2 * min(sign(0.0, 1), sign(0.0, -1)))
-        h.interval, h.interval_kind, h.level = _median_interval(x, plan.alpha), "marginal", 1 - plan.alpha
+        p = min(1.0, 2 * min(sign(0.0, 1), sign(0.0, -1)))
+        interval = Interval(_median_interval(x, plan.alpha), "marginal", 1 - plan.alpha)
     else:
-        assert h.delta is not None
-        h.p = sign(h.delta, int(h.sign))  # delta is the null on the replicates' own scale
+        p = sign(t.delta, int(t.sign))
+    return replace(
+        t,
+        estimate=float(np.median(x)),
+        se=None,
+        df=None,
+        degenerate=False,
+        p=p,
+        decided_by=MEDIAN_BY,
+        interval=interval,
+    )
 
 
-def _median_interval(x: np.ndarray, alpha: float) -> tuple[float | None, float | None]:
+def _median_interval(x: np.ndarray, alpha: float) -> Bounds:
     """Two-sided (1 - alpha) order-statistic interval for the median."""
     low = stats.median_lower_bound(x, alpha / 2)
     high = stats.median_lower_bound(-x, alpha / 2)
     return low, None if high is None else -high
 
 
-def _median_bound(h: Hypothesis, alpha: float) -> tuple[float | None, float | None]:
-    """One-sided (1 - alpha) order-statistic bound for the median in the gate's direction."""
-    x = _values(h)
-    if h.sign > 0:
-        return stats.median_lower_bound(x, alpha), None
-    high = stats.median_lower_bound(-x, alpha)
-    return None, None if high is None else -high
+def _bound(t: Tested, alpha: float, median: bool) -> Bounds | None:
+    """One-sided (1 - alpha) bound in the gate's direction: an order statistic of the median, or the t bound of
+    the mean (None where the t statistic is undefined)."""
+    if median:
+        if t.sign > 0:
+            return stats.median_lower_bound(t.x, alpha), None
+        high = stats.median_lower_bound(-t.x, alpha)
+        return None, None if high is None else -high
+    if t.degenerate:
+        return None
+    low = stats.one_sided_t(t.sign * t.x, t.sign * t.delta, alpha).lower
+    return (low, None) if t.sign > 0 else (None, -low)
+
+
+def adjusted_p(family: Sequence[Tested], plan: AnalysisPlan) -> list[float]:
+    """The confirmatory family's p-values adjusted as declared (Holm, Benjamini-Hochberg, or none)."""
+    p = [t.p for t in family]
+    if plan.multiplicity == "holm":
+        return [float(a) for a in stats.holm(p)]
+    if plan.multiplicity == "bh":
+        return [float(a) for a in stats.benjamini_hochberg(p)]
+    return [float(a) for a in p]
+
+
+def family_intervals(one_sided: Sequence[Tested], family_size: int, plan: AnalysisPlan) -> list[Interval | None]:
+    """Bounds of the confirmatory family's one-sided hypotheses: order statistics under a median aggregate
+    (Bonferroni over a Holm family); Holm-simultaneous t bounds where the whole family is one-sided with a defined
+    t statistic; otherwise (BH, no correction, equivalence in the family, an undefined t) Bonferroni bounds,
+    stated as such. None where no bound exists."""
+    alpha, median = plan.alpha, plan.aggregate == "median"
+    simultaneous = plan.multiplicity == "holm" and len(one_sided) == family_size
+    if not median and one_sided and simultaneous and not any(t.degenerate for t in one_sided):
+        bounds = stats.holm_simultaneous_lower_bounds(
+            [t.sign * t.estimate for t in one_sided],
+            [t.se for t in one_sided],  # type: ignore[misc]  # defined: no member is degenerate
+            [t.sign * t.delta for t in one_sided],
+            [t.df for t in one_sided],  # type: ignore[misc]
+            alpha,
+        )
+        return [
+            Interval((float(low), None) if t.sign > 0 else (None, float(-low)), "holm-simultaneous", 1 - alpha)
+            for t, low in zip(one_sided, bounds.lower, strict=True)
+        ]
+    m = max(1, family_size) if plan.multiplicity == "holm" else 1
+    kind: IntervalKind = "bonferroni" if m > 1 else "marginal"
+    out = []
+    for t in one_sided:
+        bound = _bound(t, alpha / m, median)
+        out.append(None if bound is None else Interval(bound, kind, 1 - alpha / m))
+    return out
+
+
+def decide(t: Tested, p_adjusted: float | None, alpha: float) -> Decision:
+    """A report-only gate is reported; a confirmatory one passes on its adjusted p, an exploratory one on its own."""
+    if t.hypothesis.gate.test == "report-only":
+        return "reported"
+    p = p_adjusted if t.hypothesis.gate.confirmatory else t.p
+    return "pass" if p is not None and p <= alpha else "fail"
 
 
 def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: AnalysisPlan) -> list[GateResult]:
-    """Test every evaluable hypothesis, adjust over the confirmatory family, and decide each gate."""
-    rng = np.random.default_rng(plan.permutation.seed)
-    for h in hypotheses:
-        if h.evaluable:
-            _prepare(h, plan, rng)
-    family = [h for h in hypotheses if h.evaluable and h.gate.confirmatory]
-    one_sided = [h for h in family if h.gate.test != "equivalence-tost"]
-    alpha = plan.alpha
-    if family:
-        p = [h.p for h in family]
-        if plan.multiplicity == "holm":
-            adj = stats.holm(p)  # type: ignore[arg-type]
-        elif plan.multiplicity == "bh":
-            adj = stats.benjamini_hochberg(p)  # type: ignore[arg-type]
+    """Test every evaluable hypothesis, adjust over the confirmatory family, bound, and decide each gate."""
+    rng = np.random.default_rng(plan.permutation.seed)  # one stream, drawn in the hypotheses' order
+    tested = [apply_tests(h, plan, rng) if h.evaluable else None for h in hypotheses]
+    family = [(i, t) for i, t in enumerate(tested) if t is not None and t.hypothesis.gate.confirmatory]
+    adjusted = adjusted_p([t for _, t in family], plan)
+    p_adj = {i: a for (i, _), a in zip(family, adjusted, strict=True)}
+    one_sided = [(i, t) for i, t in family if t.hypothesis.gate.test != "equivalence-tost"]
+    bounds = family_intervals([t for _, t in one_sided], len(family), plan)
+    intervals = {i: b for (i, _), b in zip(one_sided, bounds, strict=True)}
+    decided = []
+    for i, (h, t) in enumerate(zip(hypotheses, tested, strict=True)):
+        if t is None:
+            decided.append(Decided(h, None, None, None, "not-evaluable"))
+            continue
+        if i in intervals:
+            interval = intervals[i]
+        elif not h.gate.confirmatory and h.gate.test not in ("report-only", "equivalence-tost"):
+            own = _bound(t, plan.alpha, plan.aggregate == "median")  # exploratory: marginal, unadjusted
+            interval = t.interval if own is None else Interval(own, "marginal", 1 - plan.alpha)
         else:
-            adj = np.asarray(p, dtype=float)
-        for h, a in zip(family, adj, strict=True):
-            h.p_adj = float(a)
-            h.decision = "pass" if a <= alpha else "fail"
-    simultaneous = plan.multiplicity == "holm" and len(one_sided) == len(family)
-    median = plan.aggregate == "median"
-    if median:  # order-statistic bounds: Bonferroni over a Holm family, else marginal
-        m = max(1, len(family)) if plan.multiplicity == "holm" else 1
-        for h in one_sided:
-            h.interval = _median_bound(h, alpha / m)
-            h.interval_kind, h.level = ("bonferroni" if m > 1 else "marginal"), 1 - alpha / m
-    elif one_sided and simultaneous and not any(h.degenerate for h in one_sided):
-        bounds = stats.holm_simultaneous_lower_bounds(
-            [h.sign * h.estimate for h in one_sided],  # type: ignore[operator]
-            [h.se for h in one_sided],  # type: ignore[misc]
-            [h.sign * h.delta for h in one_sided],  # type: ignore[operator]
-            [h.df for h in one_sided],  # type: ignore[misc]
-            alpha,
-        )
-        for h, low in zip(one_sided, bounds.lower, strict=True):
-            h.interval = (float(low), None) if h.sign > 0 else (None, float(-low))
-            h.interval_kind, h.level = "holm-simultaneous", 1 - alpha
-    else:  # BH, no correction, equivalence in the family, or an undefined t: Bonferroni bounds, stated as such
-        m = max(1, len(family)) if plan.multiplicity == "holm" else 1
-        for h in (h for h in one_sided if not h.degenerate):
-            b = stats.one_sided_t(*_signed(h), alpha / m)
-            h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
-            h.interval_kind, h.level = ("bonferroni" if m > 1 else "marginal"), 1 - alpha / m
-    for h in hypotheses:  # exploratory gates: decided at the marginal level, outside the corrected family
-        if h.evaluable and not h.gate.confirmatory and h.gate.test not in ("report-only", "equivalence-tost"):
-            if median:
-                h.interval, h.interval_kind, h.level = _median_bound(h, alpha), "marginal", 1 - alpha
-            elif not h.degenerate:
-                b = stats.one_sided_t(*_signed(h), alpha)
-                h.interval = (b.lower, None) if h.sign > 0 else (None, -b.lower)
-                h.interval_kind, h.level = "marginal", 1 - alpha
-            h.decision = "pass" if h.p is not None and h.p <= alpha else "fail"
-        elif h.evaluable and not h.gate.confirmatory and h.gate.test == "equivalence-tost":
-            h.decision = "pass" if h.p is not None and h.p <= alpha else "fail"
-    for h in hypotheses:
-        if h.evaluable and h.gate.test == "report-only":
-            h.decision = "reported"
-    return [_gate_result(g, [h for h in hypotheses if h.gate.id == g.id]) for g in gates]
+            interval = t.interval
+        decided.append(Decided(h, t, p_adj.get(i), interval, decide(t, p_adj.get(i), plan.alpha)))
+    return [_gate_result(g, [d for d in decided if d.hypothesis.gate.id == g.id]) for g in gates]
 
 
 def _wording(g: Gate, h: HypothesisResult | None) -> str:
@@ -240,31 +300,35 @@ def _wording(g: Gate, h: HypothesisResult | None) -> str:
     return "supported at the declared level" if h.decision == "pass" else "not supported (the test did not reject)"
 
 
-def _gate_result(g: Gate, hyps: list[Hypothesis]) -> GateResult:
-    results = [
-        HypothesisResult(
-            scope=h.scope,
-            n=0 if h.values is None else int(h.values.size),
-            estimate=h.estimate,
-            interval=h.interval,
-            intervalKind=h.interval_kind,  # type: ignore[arg-type]
-            confidenceLevel=h.level,
-            pValue=h.p,
-            pAdjusted=h.p_adj,
-            decidedBy=h.decided_by,
-            permutationP=h.perm.p if h.perm else None,
-            permutationMethod=None if h.perm is None else ("exact" if h.perm.exact else "monte-carlo"),
-            permutationDraws=h.perm.draws if h.perm else None,
-            permutationSE=h.perm.se if h.perm else None,
-            signTestP=h.sign_p,
-            wilcoxonP=h.wilcoxon,
-            decision=h.decision,  # type: ignore[arg-type]
-            reason=h.reason or (EXACT_BY if h.degenerate else ""),
-            replicates=dict(zip(h.keys, map(float, h.values), strict=True)) if h.values is not None and h.keys else {},
-        )
-        for h in hyps
-    ]
+def _hypothesis_result(d: Decided) -> HypothesisResult:
+    h, t = d.hypothesis, d.tested
+    interval = d.interval
+    return HypothesisResult(
+        scope=h.scope,
+        n=0 if h.values is None else int(h.values.size),
+        estimate=t.estimate if t else None,
+        interval=interval.bounds if interval else None,
+        intervalKind=interval.kind if interval else None,
+        confidenceLevel=interval.level if interval else None,
+        pValue=t.p if t else None,
+        pAdjusted=d.p_adjusted,
+        decidedBy=t.decided_by if t else None,
+        permutationP=t.perm.p if t else None,
+        permutationMethod=None if t is None else ("exact" if t.perm.exact else "monte-carlo"),
+        permutationDraws=t.perm.draws if t else None,
+        permutationSE=t.perm.se if t else None,
+        signTestP=t.sign_p if t else None,
+        wilcoxonP=t.wilcoxon if t else None,
+        decision=d.decision,
+        reason=h.reason or (EXACT_BY if t is not None and t.degenerate else ""),
+        replicates=dict(zip(h.keys, map(float, h.values), strict=True)) if h.values is not None and h.keys else {},
+    )
+
+
+def _gate_result(g: Gate, decided: list[Decided]) -> GateResult:
+    results = [_hypothesis_result(d) for d in decided]
     decisions = {r.decision for r in results}
+    decision: Decision
     if not results or "not-evaluable" in decisions:
         decision = "not-evaluable"
     elif g.test == "report-only":
@@ -281,7 +345,7 @@ def _gate_result(g: Gate, hyps: list[Hypothesis]) -> GateResult:
         interval=decider.interval if decider else None,
         pValue=max((r.pValue for r in results if r.pValue is not None), default=None),
         pAdjusted=max((r.pAdjusted for r in results if r.pAdjusted is not None), default=None),
-        decision=decision,  # type: ignore[arg-type]
+        decision=decision,
         n=min((r.n for r in results), default=0),
         wording=_wording(g, decider),
         hypotheses=results,
