@@ -74,7 +74,7 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from cltoolkit.run.memory import keep_freed_memory
+    from cltoolkit.run.malloc import keep_freed_memory
     from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks
     from cltoolkit.suites.nav4.env import EgocentricWrapper, Nav4Env
     from cltoolkit.suites.nav4.suite import make_method

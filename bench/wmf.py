@@ -210,7 +210,7 @@ def group_cpu_breakdown(protocol_id: str, steps: int, episodes: int = 2) -> dict
 def main() -> None:
     import torch
 
-    from cltoolkit.run.memory import keep_freed_memory
+    from cltoolkit.run.malloc import keep_freed_memory
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=10)

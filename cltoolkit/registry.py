@@ -86,9 +86,6 @@ class Registry(Generic[T]):
 
         return decorator
 
-    def unregister(self, name: str) -> None:
-        self._entries.pop(name, None)
-
     def _check_base(self, name: str, obj: Any) -> None:
         if self.base is None:
             return

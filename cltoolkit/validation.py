@@ -106,8 +106,7 @@ def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
         elif _unit(claim.heldOutUnit) not in held:
             out.append(
                 f"{source}: /claims/{i}/heldOutUnit: claim {claim.id!r} generalizes over {claim.heldOutUnit!r}, which "
-                "no "
-                f"evaluation set holds out (held out: {', '.join(sorted(held.values()))})"
+                f"no evaluation set holds out (held out: {', '.join(sorted(held.values()))})"
             )
     if model.evaluationSets:
         for i, metric in enumerate(model.metrics):

@@ -148,8 +148,7 @@ def register(app: typer.Typer) -> None:
             label = "PILOT " if summary.pilot else ""
             typer.echo(
                 f"{label}{summary.protocol} ({summary.sha256[:19]}...): {summary.planned} planned, {summary.skipped} "
-                "already "
-                f"completed, ran {sum(counts.values())} {counts or ''} -> {summary.store}"
+                f"already completed, ran {sum(counts.values())} {counts or ''} -> {summary.store}"
             )
         if any(state != "completed" for state in counts):
             raise typer.Exit(1)

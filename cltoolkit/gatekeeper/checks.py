@@ -41,7 +41,6 @@ def check_declared_aggregate(protocol: ProtocolBase, requested: str | None, prot
     if requested is not None and requested != declared:
         raise Refusal(
             f"{protocol_id}: aggregate {requested!r} is not the declared one ({declared!r}). Aggregation is chosen "
-            "before "
-            f"results; to report another aggregate, bump the protocol (`clt protocol bump {protocol_id}`) and declare "
-            "it"
+            "before results; to report another aggregate, bump the protocol "
+            f"(`clt protocol bump {protocol_id}`) and declare it"
         )

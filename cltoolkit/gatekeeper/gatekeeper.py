@@ -320,8 +320,7 @@ def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int 
             "missingRuns": missing,
             "wallClockSeconds": round(missing * mean_s, 1),
             "note": f"about {missing * mean_s:.0f} s of wall-clock for the {missing} missing run(s), extrapolated from "
-            "the "
-            "mean of completed runs (an estimate, not a measurement)",
+            "the mean of completed runs (an estimate, not a measurement)",
         }
     return {
         "analytical": {"note": "counted by the drivers (ledgers), summed over completed runs", "perComparison": per},
@@ -542,7 +541,7 @@ def check_results(project: Project, ref: str, *, reports: bool = True) -> list[C
     if failed:
         lines = []
         for o in failed:
-            shown = [d for d in o.differences if d.startswith("/evidence/")] or o.differences[:0]
+            shown = [d for d in o.differences if d.startswith("/evidence/")]
             shown += [d for d in o.differences if not d.startswith("/evidence/")][:30]
             lines += [f"{o.source}: {d}" for d in shown]
             if len(shown) < len(o.differences):

@@ -2,7 +2,7 @@
 
 `sha256:` + hex SHA-256 of the RFC 8785 (JCS) serialization of the document with the top-level keys
 `results` and `status` removed. The id is stored with every hash; a new algorithm gets a new id, never new
-values for this one (pinned by tests/protocol/test_hash_golden.py).
+values for this one (pinned by tests/protocol/test_hash.py (`test_golden`)).
 """
 
 from __future__ import annotations

@@ -138,11 +138,10 @@ def _claims(p: Any, r: Results, regs: Registries) -> list[str]:
         "",
         f"Sign convention: a paired gate's estimate is the {stat} paired difference, the gate's method minus its "
         f"reference, in the metric's unit; a one-sample gate's is the {stat}.{by_median} Intervals are one-sided "
-        "bounds (`>=`, `<=`) "
-        "or two-sided intervals at the stated confidence level; Holm-simultaneous bounds hold jointly over the "
-        "confirmatory family, marginal ones for one hypothesis alone; for a hypothesis Holm rejects, the compatible "
-        "bound is the tested threshold itself (it says the claim holds, not by how much). Exploratory gates are "
-        "decided at the unadjusted level and are not confirmatory evidence.",
+        "bounds (`>=`, `<=`) or two-sided intervals at the stated confidence level; Holm-simultaneous bounds hold "
+        "jointly over the confirmatory family, marginal ones for one hypothesis alone; for a hypothesis Holm "
+        "rejects, the compatible bound is the tested threshold itself (it says the claim holds, not by how much). "
+        "Exploratory gates are decided at the unadjusted level and are not confirmatory evidence.",
         "",
     ]
     return lines
@@ -414,8 +413,8 @@ def _split_lines(records: Sequence[RunRecord], frozen: Path | None = None) -> li
 
         out.append(
             f"  - `{set_id}`: {mans[0]['kind']} split by {mans[0]['unit']}; {len({m['sha256'] for m in mans})} "
-            "distinct "
-            f"manifest(s) over {len(mans)} runs; rows train {span('rows', 'train')} / test {span('rows', 'test')}; "
+            f"distinct manifest(s) over {len(mans)} runs; "
+            f"rows train {span('rows', 'train')} / test {span('rows', 'test')}; "
             f"independent units train {span('independentUnits', 'train')} / test {span('independentUnits', 'test')}"
         )
     return out

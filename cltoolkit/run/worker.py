@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cltoolkit._io import write_json
-from cltoolkit.run.memory import keep_freed_memory
+from cltoolkit.run.malloc import keep_freed_memory
 
 __all__ = ["execute_job", "main"]
 

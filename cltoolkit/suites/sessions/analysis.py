@@ -121,8 +121,7 @@ class SessionsAnalysis(Analysis):
                 c: {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "n": int(v.size)} for c, v in effects.items()
             },
             "note": "Each row is a different estimand; a random transition split measures within-session "
-            "interpolation, "
-            "never transfer to new sessions.",
+            "interpolation, never transfer to new sessions.",
         }
 
     @staticmethod

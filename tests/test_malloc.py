@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from cltoolkit.run.memory import keep_freed_memory
+from cltoolkit.run.malloc import keep_freed_memory
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
 
