@@ -18,6 +18,7 @@ from cltoolkit.gatekeeper.checks import check_declared_aggregate, check_no_dupli
 from cltoolkit.gatekeeper.evidence import check_component_code, check_pinned_code, evidence_manifest
 from cltoolkit.gatekeeper.gates import Hypothesis, decide_gates
 from cltoolkit.project import Project
+from cltoolkit.protocol.costs import EXECUTED, LEDGER_QUANTITIES, CostEstimates, MeasuredCosts, ResourceCosts
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
@@ -31,20 +32,6 @@ from cltoolkit.run.trust import planned_points, refuse_untrusted
 from cltoolkit.validation import load_protocol, validate_document
 
 __all__ = ["CheckOutcome", "ReportOutcome", "check_budgets", "check_results", "gatekeep", "report_protocol"]
-
-LEDGER_QUANTITIES = (
-    "environmentSteps",
-    "frames",
-    "evaluationSteps",
-    "gradientUpdates",
-    "replayUpdates",
-    "replaySamples",
-    "modelQueries",
-    "samplesProcessed",
-)
-EXECUTED = ("updatesExecuted", "framesExecuted")
-"""Counts of what runs themselves executed (shared stages once, references included): shown where a driver counts
-them."""
 
 
 @dataclass
@@ -251,7 +238,7 @@ def gatekeep(
         ],
         summaries=json.loads(json.dumps(summaries, allow_nan=False)),
         exclusions=exclusions,
-        resourceCosts=_costs(completed, used, sum(1 for v in states.values() if v == "missing")),
+        resourceCosts=_costs(completed, used, sum(1 for v in states.values() if v == "missing")).to_json(),
         toolkitVersions=versions,
         reports=[],
         evidence=evidence_manifest(used),
@@ -300,7 +287,7 @@ def _per_run(p: GridPoint, rec: RunRecord | None, state: str, rule: str | None, 
     }
 
 
-def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int = 0) -> dict[str, Any]:
+def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int = 0) -> ResourceCosts:
     """Compute accounting: analytical counts (ledgers), measured times, and estimates, kept apart."""
     per: dict[str, dict[str, float]] = {}
     seconds: dict[str, float] = {}
@@ -314,31 +301,27 @@ def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int 
     for rec in attempted:
         seconds[rec.spec.comparison] = round(seconds.get(rec.spec.comparison, 0.0) + rec.provenance.wallClockSeconds, 3)
     mean_s = float(np.mean([r.provenance.wallClockSeconds for r in completed])) if completed else None
-    estimates: dict[str, Any] = {"note": "none (every planned run has a record)"}
+    estimates = CostEstimates()
     if missing and mean_s is not None:
-        estimates = {
-            "missingRuns": missing,
-            "wallClockSeconds": round(missing * mean_s, 1),
-            "note": f"about {missing * mean_s:.0f} s of wall-clock for the {missing} missing run(s), extrapolated from "
-            "the mean of completed runs (an estimate, not a measurement)",
-        }
-    return {
-        "analytical": {"note": "counted by the drivers (ledgers), summed over completed runs", "perComparison": per},
-        "measured": {
-            "note": "wall-clock of every attempted run, including failed ones",
-            "wallClockSeconds": round(sum(r.provenance.wallClockSeconds for r in attempted), 3),
-            "perComparisonSeconds": seconds,
-            "platforms": sorted({r.provenance.platform for r in attempted}),
-            "hardware": sorted({r.provenance.hardware for r in attempted if r.provenance.hardware}),
-            "devices": sorted({r.provenance.device for r in attempted}),
-            "precision": sorted({r.provenance.precision for r in attempted if r.provenance.precision}),
-            **_per_node(attempted),
-        },
-        "estimates": estimates,
-    }
+        estimates = CostEstimates(
+            f"about {missing * mean_s:.0f} s of wall-clock for the {missing} missing run(s), extrapolated from the "
+            "mean of completed runs (an estimate, not a measurement)",
+            missing,
+            round(missing * mean_s, 1),
+        )
+    measured = MeasuredCosts(
+        wall_clock_s=round(sum(r.provenance.wallClockSeconds for r in attempted), 3),
+        per_comparison_s=seconds,
+        platforms=sorted({r.provenance.platform for r in attempted}),
+        hardware=sorted({r.provenance.hardware for r in attempted if r.provenance.hardware}),
+        devices=sorted({r.provenance.device for r in attempted}),
+        precision=sorted({r.provenance.precision for r in attempted if r.provenance.precision}),
+        runs_per_node=_per_node(attempted),
+    )
+    return ResourceCosts(per, measured, estimates)
 
 
-def _per_node(attempted: list[RunRecord]) -> dict[str, Any]:
+def _per_node(attempted: list[RunRecord]) -> dict[str, int]:
     """Attempted runs per node (hostname, and the Ray node id where a cluster ran them); only where records name
     their node (records made before that have no `provenance.node`)."""
     if not any(r.provenance.node for r in attempted):
@@ -350,7 +333,7 @@ def _per_node(attempted: list[RunRecord]) -> dict[str, Any]:
         if node.get("rayNodeId"):
             label += f" (ray node {str(node['rayNodeId'])[:12]})"
         counts[label] = counts.get(label, 0) + 1
-    return {"runsPerNode": dict(sorted(counts.items()))}
+    return dict(sorted(counts.items()))
 
 
 def report_protocol(

@@ -10,6 +10,7 @@ from typing import Any
 
 from cltoolkit._io import atomic_write_text
 from cltoolkit.project import Project
+from cltoolkit.protocol.costs import TABLE_QUANTITIES, ResourceCosts
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
@@ -282,7 +283,7 @@ def markdown_report(
     for run in r.perRun:
         scores = ", ".join(f"{k} {_fmt(v)}" for k, v in run.scores.items())
         lines.append(f"| {run.runId} | {run.comparison} | {run.seed} | {run.status} | {scores} |")
-    costs = r.resourceCosts
+    costs = ResourceCosts.from_json(r.resourceCosts)
     lines += [
         "",
         "## Reporting checklist",
@@ -420,40 +421,24 @@ def _split_lines(records: Sequence[RunRecord], frozen: Path | None = None) -> li
     return out
 
 
-def _compute_lines(costs: dict[str, Any]) -> list[str]:
+def _compute_lines(costs: ResourceCosts) -> list[str]:
     """The compute table: measured times, analytical counts and estimates, never mixed."""
-    measured, analytical = costs.get("measured", {}), costs.get("analytical", {})
-    per = analytical.get("perComparison", {})
-    quantities = [
-        q
-        for q in (
-            "environmentSteps",
-            "frames",
-            "evaluationSteps",
-            "modelQueries",
-            "gradientUpdates",
-            "replayUpdates",
-            "replaySamples",
-            "samplesProcessed",
-            "updatesExecuted",
-            "framesExecuted",
-        )
-        if any(row.get(q) for row in per.values())
-    ]
+    measured, per = costs.measured, costs.per_comparison
+    quantities = [q for q in TABLE_QUANTITIES if any(row.get(q) for row in per.values())]
     lines = [
         "## Compute accounting",
         "",
         "**Measured** (wall-clock of every attempted run, failed ones included): "
-        f"{measured.get('wallClockSeconds')} s in total; per comparison "
-        + ", ".join(f"{k} {v} s" for k, v in measured.get("perComparisonSeconds", {}).items())
-        + f"; hardware {', '.join(measured.get('hardware', [])) or '-'}; "
-        f"devices {', '.join(measured.get('devices', [])) or '-'}; "
-        f"precision {', '.join(measured.get('precision', [])) or 'not recorded'}.",
+        f"{measured.wall_clock_s} s in total; per comparison "
+        + ", ".join(f"{k} {v} s" for k, v in measured.per_comparison_s.items())
+        + f"; hardware {', '.join(measured.hardware) or '-'}; "
+        f"devices {', '.join(measured.devices) or '-'}; "
+        f"precision {', '.join(measured.precision) or 'not recorded'}.",
         "",
     ]
-    if measured.get("runsPerNode"):
+    if measured.runs_per_node:
         lines += [
-            "**Runs per node**: " + ", ".join(f"{k}: {v}" for k, v in measured["runsPerNode"].items()) + ".",
+            "**Runs per node**: " + ", ".join(f"{k}: {v}" for k, v in measured.runs_per_node.items()) + ".",
             "",
         ]
     if quantities:
@@ -485,8 +470,7 @@ def _compute_lines(costs: dict[str, Any]) -> list[str]:
                 + ".",
                 "",
             ]
-    est = costs.get("estimates", {})
-    lines += [f"**Estimates**: {est.get('note', 'none')}", ""]
+    lines += [f"**Estimates**: {costs.estimates.note}", ""]
     return lines
 
 
