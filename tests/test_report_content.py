@@ -9,7 +9,7 @@ import re
 import pytest
 
 from cltoolkit.protocol.models import Gate
-from cltoolkit.report import figures, render
+from cltoolkit.report import figures, format
 from tests.conftest import REPO
 
 
@@ -53,9 +53,13 @@ def test_ladder_rungs_are_means_over_seeds() -> None:
 
 
 def test_numbers_and_p_values_have_one_format() -> None:
-    assert render._fmt(1.9999999999999984) == "2" and render._fmt(0.0656) == "0.0656" and render._fmt(None) == "-"
-    assert render._fmt({"combined": 0.95, "goal": 1.0}) == "combined 0.95, goal 1"
-    assert render._p(1.86e-7) == "1.9e-07" and render._p(0.0058) == "0.0058" and render._p(None) == "-"
+    assert format.fmt(1.9999999999999984) == "2"
+    assert format.fmt(0.0656) == "0.0656"
+    assert format.fmt(None) == "-"
+    assert format.fmt({"combined": 0.95, "goal": 1.0}) == "combined 0.95, goal 1"
+    assert format.p_text(1.86e-7) == "1.9e-07"
+    assert format.p_text(0.0058) == "0.0058"
+    assert format.p_text(None) == "-"
 
 
 @pytest.mark.parametrize("report", sorted(REPO.glob("reports/*/report.md")), ids=lambda p: p.parent.name)

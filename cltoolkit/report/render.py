@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,66 +16,11 @@ from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
 from cltoolkit.report.figures import figures as report_figures
 from cltoolkit.report.figures import png
+from cltoolkit.report.format import decision_text, fmt, interval_text, p_text, permutation_text
+from cltoolkit.report.page import Blank, Block, Item, Page, Paragraph, parse_markdown
 from cltoolkit.run.record import RunRecord
 
-__all__ = ["markdown_report", "write_reports"]
-
-
-def _fmt(x: Any) -> str:
-    """One fixed, readable format for every number a report prints (Markdown and HTML alike)."""
-    if x is None:
-        return "-"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return str(x)
-    if isinstance(x, float):
-        if x != x:
-            return "undefined"
-        if x == 0:
-            return "0"
-        return f"{x:.3e}" if abs(x) >= 1e5 or abs(x) < 1e-3 else f"{x:.4g}"
-    if isinstance(x, dict):
-        return ", ".join(f"{k} {_fmt(v)}" for k, v in x.items())
-    if isinstance(x, (tuple, list)):
-        return "[" + ", ".join(_fmt(v) for v in x) + "]"
-    return str(x)
-
-
-def _p(x: float | None) -> str:
-    """A p-value: four decimals, or two significant digits in scientific form below 1e-4."""
-    if x is None:
-        return "-"
-    if x != x:
-        return "undefined"
-    return f"{x:.1e}" if 0 < x < 1e-4 else f"{x:.4f}"
-
-
-KIND_WORDS = {
-    "holm-simultaneous": "Holm-simultaneous",
-    "bonferroni": "Bonferroni-simultaneous",
-    "marginal": "marginal",
-}
-
-
-def _interval(h: Any) -> str:
-    """`>= low` / `<= high` for one-sided bounds, `[low, high]` for two-sided intervals, with level and kind."""
-    if h is None or h.interval is None:
-        return "none (t statistic undefined)" if h is not None and h.decidedBy and "exact" in h.decidedBy else "-"
-    lo, hi = h.interval
-    text = f">= {_fmt(lo)}" if hi is None else f"<= {_fmt(hi)}" if lo is None else f"[{_fmt(lo)}, {_fmt(hi)}]"
-    level = f"{h.confidenceLevel:.0%}".replace(".0%", "%") if h.confidenceLevel else ""
-    sided = "one-sided " if lo is None or hi is None else ""
-    kind = KIND_WORDS.get(h.intervalKind or "", "")
-    return f"{text} ({sided}{level}{', ' + kind if kind else ''})" if level else text
-
-
-DECISION_WORDS = {"pass": "PASS", "fail": "FAIL", "not-evaluable": "NOT EVALUABLE", "reported": "REPORTED"}
-
-
-def _decision(decision: str, confirmatory: bool) -> str:
-    word = f"**{DECISION_WORDS.get(decision, decision)}**"
-    return word if confirmatory or decision in ("reported", "not-evaluable") else f"{word} (exploratory, unadjusted)"
+__all__ = ["markdown_report", "render_report", "report_page", "write_reports"]
 
 
 def _verdict(p: Any, r: Results) -> str:
@@ -125,8 +69,8 @@ def _claims(p: Any, r: Results, regs: Registries) -> list[str]:
         decider = next((h for h in g.hypotheses if h.estimate == g.estimate), g.hypotheses[0] if g.hypotheses else None)
         declared = gates.get(g.id)
         lines.append(
-            f"| {g.id} | {g.label} | {g.test} | {g.n} | {_fmt(g.estimate)} | {_interval(decider)} | "
-            f"{_unit(declared, regs)} | {_decision(g.decision, bool(declared and declared.confirmatory))} |"
+            f"| {g.id} | {g.label} | {g.test} | {g.n} | {fmt(g.estimate)} | {interval_text(decider)} | "
+            f"{_unit(declared, regs)} | {decision_text(g.decision, bool(declared and declared.confirmatory))} |"
         )
     stat = "median" if p.analysis.aggregate == "median" else "mean"
     by_median = (
@@ -148,15 +92,6 @@ def _claims(p: Any, r: Results, regs: Registries) -> list[str]:
     return lines
 
 
-def _perm(h: Any) -> str:
-    """The permutation p with how it was obtained."""
-    if h.permutationP is None:
-        return "-"
-    if h.permutationMethod == "monte-carlo":
-        return f"{_p(h.permutationP)} (Monte Carlo, {h.permutationDraws} draws, SE {_p(h.permutationSE)})"
-    return f"{_p(h.permutationP)} (exact)"
-
-
 def _headline(p: Any, r: Results, regs: Registries) -> list[str]:
     """The suite analysis's lines for the top of the report (with a blank line after), or none."""
     suite = regs.suite.get(p.suite)
@@ -166,39 +101,46 @@ def _headline(p: Any, r: Results, regs: Registries) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def markdown_report(
+def report_page(
     loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
-) -> str:
-    """The Markdown report; `regs` are the project's registries (default: looked up)."""
+) -> Page:
+    """The report as one page model; `regs` are the project's registries (default: looked up)."""
     regs = regs or registries()
     p = loaded.model
     r = results
-    lines = [
-        f"# {p.id}: {p.title}",
-        "",
-        f"Protocol hash `{r.protocolSha256}` ({r.canonicalization}); stage `{r.stage}`; measured "
-        f"{r.measuredOn:%Y-%m-%d %H:%M} UTC "
-        f"by clt {r.toolkitVersion} (records from {', '.join(r.toolkitVersions) or '-'}).",
-        "",
-        _verdict(p, r),
-        "",
-        *_headline(p, r, regs),
-        f"Goal: {p.goal}",
-        "",
-        f"Evidence: {len(r.evidence)} sealed run record(s), each pinned by its seal in the results block "
-        f"(`evidence`); `clt report --protocol {p.id} --check` recomputes these results from them.",
-        "",
-        *(
-            [
+    blocks: list[Block] = parse_markdown(
+        [
+            f"# {p.id}: {p.title}",
+            "",
+            f"Protocol hash `{r.protocolSha256}` ({r.canonicalization}); stage `{r.stage}`; measured "
+            f"{r.measuredOn:%Y-%m-%d %H:%M} UTC "
+            f"by clt {r.toolkitVersion} (records from {', '.join(r.toolkitVersions) or '-'}).",
+            "",
+        ]
+    )
+    blocks += [Paragraph(_verdict(p, r), "verdict"), Blank()]
+    blocks += parse_markdown(
+        [
+            *_headline(p, r, regs),
+            f"Goal: {p.goal}",
+            "",
+            f"Evidence: {len(r.evidence)} sealed run record(s), each pinned by its seal in the results block "
+            f"(`evidence`); `clt report --protocol {p.id} --check` recomputes these results from them.",
+            "",
+        ]
+    )
+    if r.mixedComponentCode:
+        blocks += [
+            Paragraph(
                 "**WARNING: records of one comparison come from different component code (reported with "
                 "--allow-mixed-code):**",
-                "",
-                *(f"- **WARNING: {line}**" for line in r.mixedComponentCode),
-                "",
-            ]
-            if r.mixedComponentCode
-            else []
-        ),
+                "warning",
+            ),
+            Blank(),
+            *(Item(f"**WARNING: {line}**", "warning") for line in r.mixedComponentCode),
+            Blank(),
+        ]
+    lines = [
         *_amendment_lines(p),
         *_errata_lines(p),
         *_claims(p, r, regs),
@@ -234,10 +176,10 @@ def markdown_report(
             axis = ", ".join(g.oodAxis) or ("none (same population)" if g.heldOutUnit else "-")
             for h in g.hypotheses:
                 lines.append(
-                    f"| {g.id} | {g.heldOutUnit or '-'} | {axis} | {g.test} | {h.scope} | {h.n} | {_fmt(h.estimate)} | "
-                    f"{_interval(h)} | {_p(h.pValue)} | "
-                    f"{_p(h.pAdjusted)} | {_perm(h)} | "
-                    f"{_decision(h.decision, g.id in confirmatory)}{' (' + h.reason + ')' if h.reason else ''} |"
+                    f"| {g.id} | {g.heldOutUnit or '-'} | {axis} | {g.test} | {h.scope} | {h.n} | {fmt(h.estimate)} | "
+                    f"{interval_text(h)} | {p_text(h.pValue)} | "
+                    f"{p_text(h.pAdjusted)} | {permutation_text(h)} | "
+                    f"{decision_text(h.decision, g.id in confirmatory)}{' (' + h.reason + ')' if h.reason else ''} |"
                 )
         lines += [
             "",
@@ -246,7 +188,10 @@ def markdown_report(
             "report-only), exact (all 2^n sign flips) or Monte Carlo with its draws and standard error. Where the "
             "replicates have no spread the t statistic is undefined and the exact test decides.",
             "",
-            *[f"- {g.id}: {g.label} -> {_decision(g.decision, g.id in confirmatory)}; {g.wording}" for g in r.gates],
+            *[
+                f"- {g.id}: {g.label} -> {decision_text(g.decision, g.id in confirmatory)}; {g.wording}"
+                for g in r.gates
+            ],
             "",
             "<!-- figures:gates -->",
             "",
@@ -281,7 +226,7 @@ def markdown_report(
         "|---|---|---|---|---|",
     ]
     for run in r.perRun:
-        scores = ", ".join(f"{k} {_fmt(v)}" for k, v in run.scores.items())
+        scores = ", ".join(f"{k} {fmt(v)}" for k, v in run.scores.items())
         lines.append(f"| {run.runId} | {run.comparison} | {run.seed} | {run.status} | {scores} |")
     costs = ResourceCosts.from_json(r.resourceCosts)
     lines += [
@@ -292,7 +237,7 @@ def markdown_report(
         f"git commits {', '.join(_commits(records)) or 'not recorded'}.",
         "- Seeds and stages: "
         + "; ".join(
-            f"{s.id}: seeds {_fmt(s.seeds)}" + (f", task orders {', '.join(s.orders)}" if s.orders else "")
+            f"{s.id}: seeds {fmt(s.seeds)}" + (f", task orders {', '.join(s.orders)}" if s.orders else "")
             for s in p.seeds.stages
         )
         + ".",
@@ -312,7 +257,14 @@ def markdown_report(
         "",
         *_compute_lines(costs),
     ]
-    return "\n".join(lines)
+    return Page((*blocks, *parse_markdown(lines)))
+
+
+def markdown_report(
+    loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
+) -> str:
+    """The Markdown report; `regs` are the project's registries (default: looked up)."""
+    return report_page(loaded, results, records, regs).markdown()
 
 
 def _amendment_lines(p: ProtocolBase) -> list[str]:
@@ -373,7 +325,7 @@ def _reused_lines(r: Results, records: Sequence[RunRecord]) -> list[str]:
         seeds = sorted({x.spec.seed for x in recs})
         lines.append(
             f"**Reused records:** {len(recs)} of the {len(records)} records these gates use were produced for stage "
-            f"`{stage}`" + (f" (task orders {', '.join(orders)}" if orders else " (") + f"; seeds {_fmt(seeds)}; "
+            f"`{stage}`" + (f" (task orders {', '.join(orders)}" if orders else " (") + f"; seeds {fmt(seeds)}; "
             f"commits {', '.join(_commits(recs)) or 'not recorded'}): "
             + ", ".join(x.runId for x in sorted(recs, key=lambda x: x.runId))
             + ". They are the same planned runs of the same frozen protocol, so the plan counts them here."
@@ -474,59 +426,6 @@ def _compute_lines(costs: ResourceCosts) -> list[str]:
     return lines
 
 
-_WARN = ' style="color:#b00020"'
-
-
-DECISION_CLASS = {"PASS": "pass", "FAIL": "fail", "NOT EVALUABLE": "ne", "REPORTED": "rep"}
-
-
-def _md_to_html(md: str, figures: dict[str, str] | None = None) -> str:
-    figures = figures or {}
-    out, table = [], False
-    for line in md.splitlines():
-        inline = html.escape(line)
-        inline = re.sub(
-            r"\*\*(PASS|FAIL|NOT EVALUABLE|REPORTED)\*\*",
-            lambda m: f'<b class="{DECISION_CLASS[m.group(1)]}">{m.group(1)}</b>',
-            inline,
-        )
-        inline = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", inline)
-        inline = re.sub(r"`(.+?)`", r"<code>\1</code>", inline)
-        if line.startswith("|"):
-            cells = [c.strip() for c in inline.strip("|").split("|")]
-            if all(set(c) <= {"-"} for c in cells):
-                continue
-            tag = "th" if not table else "td"
-            row = "".join(  # short cells (numbers, p-values, decisions) never wrap mid-value
-                f"<{tag} class='n'>{c}</{tag}>"
-                if tag == "td" and len(re.sub("<[^>]+>", "", c)) <= 24
-                else f"<{tag}>{c}</{tag}>"
-                for c in cells
-            )
-            out.append(("<table>" if not table else "") + "<tr>" + row + "</tr>")
-            table = True
-            continue
-        if table:
-            out.append("</table>")
-            table = False
-        marker = re.fullmatch(r"<!-- figures:(\w+) -->", line.strip())
-        if marker:
-            out.append(figures.get(marker.group(1), ""))
-            continue
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            out.append(f"<h{level}>{inline[level:].strip()}</h{level}>")
-        elif line.startswith("- "):
-            out.append(f"<li{_WARN if 'WARNING:' in line else ''}>{inline[2:]}</li>")
-        elif line.startswith("**Verdict:**"):
-            out.append(f'<p id="verdict">{inline}</p>')
-        elif line.strip():
-            out.append(f"<p{_WARN if line.startswith('**WARNING:') else ''}>{inline}</p>")
-    if table:
-        out.append("</table>")
-    return "\n".join(out)
-
-
 def write_reports(
     project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
 ) -> list[Path]:
@@ -547,7 +446,7 @@ def render_report(
     """The Markdown and HTML text of a report: a function of the results block, the records and the protocol only
     (no clock, no machine), so `clt report --check` can render it again and compare."""
     regs = registries(project.components_file)
-    md = markdown_report(loaded, results, records, regs)
+    page_model = report_page(loaded, results, records, regs)
     blocks = {
         section: "".join(
             f'<figure><figcaption>{html.escape(t)}</figcaption><img alt="{html.escape(t)}" '
@@ -556,8 +455,8 @@ def render_report(
         )
         for section, figs in report_figures(loaded, results, records, regs).items()
     }
-    body = _md_to_html(md, blocks)
-    md = re.sub(r"\n<!-- figures:\w+ -->\n", "\n", md)  # the Markdown report lists no images
+    body = page_model.html_body(blocks)
+    md = page_model.markdown()  # the Markdown report lists no images
     style = (
         "body{font-family:sans-serif;max-width:1180px;margin:auto;padding:0 12px;line-height:1.4}"
         "table{border-collapse:collapse;margin:6px 0;max-width:100%}"

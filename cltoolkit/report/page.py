@@ -1,0 +1,165 @@
+"""The report's page model: one list of blocks, written as Markdown and as HTML by two writers.
+
+What a block is (a heading, a paragraph, a bullet, a table, a figure slot) and what it means (the verdict, a
+warning) are fields of the block, so rewording a line never changes how the page shows it. Text inside a block is
+Markdown inline text (`**bold**`, `` `code` ``), which both writers keep: the Markdown one as it is, the HTML one
+as <b> and <code>. Suites hand their sections over as Markdown text; `parse_markdown` turns that into blocks once,
+by syntax alone (`#` headings, `- ` bullets, `|` table rows, blank lines), never by wording."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Blank", "Block", "Figures", "Heading", "Item", "Page", "Paragraph", "Table", "parse_markdown"]
+
+Role = Literal["plain", "verdict", "warning"]
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: str
+    role: Role = "plain"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One bullet."""
+
+    text: str
+    role: Role = "plain"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A Markdown table: its header row, the separator row and the body rows, as Markdown lines."""
+
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Where a section's figures go (HTML only; the Markdown report lists no images)."""
+
+    section: str
+
+
+@dataclass(frozen=True)
+class Blank:
+    """A blank line (it separates blocks in Markdown; HTML needs nothing for it)."""
+
+
+Block = Heading | Paragraph | Item | Table | Figures | Blank
+
+
+def parse_markdown(text: str | Iterable[str]) -> list[Block]:
+    """Blocks of Markdown text (a string, or its lines), by syntax alone: every role is `plain`."""
+    lines = text.split("\n") if isinstance(text, str) else [x for chunk in text for x in chunk.split("\n")]
+    blocks: list[Block] = []
+    table: list[str] = []
+    for line in lines:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:
+            blocks.append(Table(tuple(table)))
+            table = []
+        marker = re.fullmatch(r"<!-- figures:(\w+) -->", line.strip())
+        if marker:
+            blocks.append(Figures(marker.group(1)))
+        elif line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            blocks.append(Heading(level, line[level:].strip()))
+        elif line.startswith("- "):
+            blocks.append(Item(line[2:]))
+        elif line.strip():
+            blocks.append(Paragraph(line))
+        else:
+            blocks.append(Blank())
+    if table:
+        blocks.append(Table(tuple(table)))
+    return blocks
+
+
+def _markdown_lines(block: Block) -> list[str]:
+    if isinstance(block, Heading):
+        return ["#" * block.level + " " + block.text]
+    if isinstance(block, Paragraph):
+        return [block.text]
+    if isinstance(block, Item):
+        return ["- " + block.text]
+    if isinstance(block, Table):
+        return list(block.lines)
+    if isinstance(block, Figures):
+        return []
+    return [""]
+
+
+DECISION_CLASS = {"PASS": "pass", "FAIL": "fail", "NOT EVALUABLE": "ne", "REPORTED": "rep"}
+_WARN = ' style="color:#b00020"'
+
+
+def _inline(text: str) -> str:
+    """Markdown inline text as HTML: escaped, decisions coloured, `**bold**` and `` `code` ``."""
+    out = html.escape(text)
+    out = re.sub(
+        r"\*\*(PASS|FAIL|NOT EVALUABLE|REPORTED)\*\*",
+        lambda m: f'<b class="{DECISION_CLASS[m.group(1)]}">{m.group(1)}</b>',
+        out,
+    )
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+
+
+def _table_html(table: Table) -> list[str]:
+    out: list[str] = []
+    for line in table.lines:
+        cells = [c.strip() for c in _inline(line).strip("|").split("|")]
+        if all(set(c) <= {"-"} for c in cells):
+            continue
+        tag = "th" if not out else "td"
+        row = "".join(  # short cells (numbers, p-values, decisions) never wrap mid-value
+            f"<{tag} class='n'>{c}</{tag}>"
+            if tag == "td" and len(re.sub("<[^>]+>", "", c)) <= 24
+            else f"<{tag}>{c}</{tag}>"
+            for c in cells
+        )
+        out.append(("<table>" if not out else "") + "<tr>" + row + "</tr>")
+    return [*out, "</table>"] if out else []
+
+
+def _html_lines(block: Block, figures: Mapping[str, str]) -> list[str]:
+    if isinstance(block, Heading):
+        return [f"<h{block.level}>{_inline(block.text)}</h{block.level}>"]
+    if isinstance(block, Paragraph):
+        if block.role == "verdict":
+            return [f'<p id="verdict">{_inline(block.text)}</p>']
+        return [f"<p{_WARN if block.role == 'warning' else ''}>{_inline(block.text)}</p>"]
+    if isinstance(block, Item):
+        return [f"<li{_WARN if block.role == 'warning' else ''}>{_inline(block.text)}</li>"]
+    if isinstance(block, Table):
+        return _table_html(block)
+    if isinstance(block, Figures):
+        return [figures.get(block.section, "")]
+    return []
+
+
+@dataclass(frozen=True)
+class Page:
+    blocks: tuple[Block, ...]
+
+    def markdown(self) -> str:
+        return "\n".join(line for block in self.blocks for line in _markdown_lines(block))
+
+    def html_body(self, figures: Mapping[str, str] | None = None) -> str:
+        """The page's HTML body; `figures`: section -> the HTML of its figures."""
+        return "\n".join(line for block in self.blocks for line in _html_lines(block, figures or {}))

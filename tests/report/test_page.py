@@ -1,0 +1,55 @@
+"""The report's page model: Markdown and HTML come from one list of blocks; styling follows the block's role,
+never its wording; suites' Markdown becomes blocks by syntax and goes back out unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cltoolkit.report.page import Blank, Figures, Heading, Item, Page, Paragraph, Table, parse_markdown
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_verdict_is_styled_by_its_role_not_its_words() -> None:
+    page = Page((Paragraph("**Outcome:** 2 of 2 gates pass.", "verdict"), Blank(), Paragraph("**Verdict:** a word")))
+    body = page.html_body()
+    assert body.startswith('<p id="verdict"><b>Outcome:</b> 2 of 2 gates pass.</p>')
+    assert "<p><b>Verdict:</b> a word</p>" in body  # the old prefix alone styles nothing
+    assert page.markdown() == "**Outcome:** 2 of 2 gates pass.\n\n**Verdict:** a word"
+
+
+def test_warnings_are_roles() -> None:
+    page = Page((Paragraph("mixed code", "warning"), Item("run r1", "warning"), Item("WARNING: only words")))
+    assert page.html_body().split("\n") == [
+        '<p style="color:#b00020">mixed code</p>',
+        '<li style="color:#b00020">run r1</li>',
+        "<li>WARNING: only words</li>",
+    ]
+
+
+def test_tables_headings_and_figure_slots() -> None:
+    blocks = parse_markdown("## Gates\n\n| a | b |\n|---|---|\n| **PASS** | 0.01 |\n\n<!-- figures:gates -->")
+    assert blocks == [
+        Heading(2, "Gates"),
+        Blank(),
+        Table(("| a | b |", "|---|---|", "| **PASS** | 0.01 |")),
+        Blank(),
+        Figures("gates"),
+    ]
+    page = Page(tuple(blocks))
+    assert page.markdown() == "## Gates\n\n| a | b |\n|---|---|\n| **PASS** | 0.01 |\n"  # no image in Markdown
+    assert page.html_body({"gates": "<figure>g</figure>"}).split("\n") == [
+        "<h2>Gates</h2>",
+        "<table><tr><th>a</th><th>b</th></tr>",
+        "<tr><td class='n'><b class=\"pass\">PASS</b></td><td class='n'>0.01</td></tr>",
+        "</table>",
+        "<figure>g</figure>",
+    ]
+
+
+@pytest.mark.parametrize("path", sorted(REPO.glob("reports/**/report.md")), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_committed_report_goes_through_the_model_unchanged(path: Path) -> None:
+    text = path.read_text()
+    assert Page(tuple(parse_markdown(text))).markdown() == text
