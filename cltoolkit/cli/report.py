@@ -47,7 +47,8 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Refuse unearned results; otherwise write `results` and `status` and reports/<id>/report.{md,html}."""
-        from cltoolkit.gatekeeper.gatekeeper import check_results, render_committed, report_protocol
+        from cltoolkit.gatekeeper.committed import check_results, render_committed
+        from cltoolkit.gatekeeper.gatekeeper import report_protocol
 
         if render:
             for path in render_committed(project(), protocol):

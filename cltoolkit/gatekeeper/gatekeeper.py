@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,11 @@ import numpy as np
 from cltoolkit import __version__
 from cltoolkit._io import atomic_write_text, dump_json, dump_protocol
 from cltoolkit.errors import Refusal
+from cltoolkit.gatekeeper.budgets import check_budgets, resource_costs
 from cltoolkit.gatekeeper.checks import check_declared_aggregate, check_no_duplicates, check_toolkit_versions
 from cltoolkit.gatekeeper.evidence import check_component_code, check_pinned_code, evidence_manifest
 from cltoolkit.gatekeeper.gates import Hypothesis, decide_gates
 from cltoolkit.project import Project
-from cltoolkit.protocol.costs import EXECUTED, LEDGER_QUANTITIES, CostEstimates, MeasuredCosts, ResourceCosts
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
 from cltoolkit.protocol.models import ProtocolBase
@@ -31,7 +30,7 @@ from cltoolkit.run.store import RunStore
 from cltoolkit.run.trust import planned_points, refuse_untrusted
 from cltoolkit.validation import load_protocol, validate_document
 
-__all__ = ["CheckOutcome", "ReportOutcome", "check_budgets", "check_results", "gatekeep", "report_protocol"]
+__all__ = ["ReportOutcome", "gatekeep", "report_protocol"]
 
 
 @dataclass
@@ -42,42 +41,6 @@ class ReportOutcome:
     protocol: ProtocolBase
     written: bool
     reports: list[Path]
-
-
-def _ledger(record: RunRecord, quantity: str) -> float:
-    b = record.budget
-    if quantity == "totalUpdates":
-        return float(b.gradientUpdates + b.replayUpdates)
-    return float(getattr(b, quantity))
-
-
-def check_budgets(protocol: ProtocolBase, records: Sequence[RunRecord]) -> list[BudgetCheck]:
-    """Each declared fairness clause, from the ledgers of completed runs."""
-    checks = []
-    by_comp: dict[str, list[RunRecord]] = {}
-    for rec in records:
-        by_comp.setdefault(rec.spec.comparison, []).append(rec)
-    for clause in protocol.budget.match:
-        values: dict[str, float | None] = {}
-        for comp in clause.across:
-            vals = [_ledger(r, clause.quantity) for r in by_comp.get(comp, [])]
-            values[comp] = float(np.mean(vals)) if vals else None
-        known = [v for v in values.values() if v is not None]
-        if len(known) < 2:
-            ok, msg = True, "not enough completed runs to compare"
-        else:
-            lo, hi = min(known), max(known)
-            rel = 0.0 if hi == 0 else (hi - lo) / abs(hi)
-            ok = rel <= clause.relativeTolerance
-            msg = (
-                f"{clause.quantity}: "
-                + ", ".join(f"{k} {v:g}" for k, v in values.items() if v is not None)
-                + ("" if ok else f" differ by {rel:.1%} (allowed {clause.relativeTolerance:.1%})")
-            )
-        checks.append(
-            BudgetCheck(quantity=clause.quantity, across=list(clause.across), values=values, ok=ok, message=msg)
-        )
-    return checks
 
 
 def _kept(points: list[GridPoint], excluded: frozenset[str]) -> set[str]:
@@ -238,7 +201,7 @@ def gatekeep(
         ],
         summaries=json.loads(json.dumps(summaries, allow_nan=False)),
         exclusions=exclusions,
-        resourceCosts=_costs(completed, used, sum(1 for v in states.values() if v == "missing")).to_json(),
+        resourceCosts=resource_costs(completed, used, sum(1 for v in states.values() if v == "missing")).to_json(),
         toolkitVersions=versions,
         reports=[],
         evidence=evidence_manifest(used),
@@ -287,55 +250,6 @@ def _per_run(p: GridPoint, rec: RunRecord | None, state: str, rule: str | None, 
     }
 
 
-def _costs(completed: list[RunRecord], attempted: list[RunRecord], missing: int = 0) -> ResourceCosts:
-    """Compute accounting: analytical counts (ledgers), measured times, and estimates, kept apart."""
-    per: dict[str, dict[str, float]] = {}
-    seconds: dict[str, float] = {}
-    for rec in completed:
-        row = per.setdefault(rec.spec.comparison, dict.fromkeys(LEDGER_QUANTITIES, 0.0))
-        for q in LEDGER_QUANTITIES:
-            row[q] += _ledger(rec, q)
-        for q in EXECUTED:
-            if _ledger(rec, q):
-                row[q] = row.get(q, 0.0) + _ledger(rec, q)
-    for rec in attempted:
-        seconds[rec.spec.comparison] = round(seconds.get(rec.spec.comparison, 0.0) + rec.provenance.wallClockSeconds, 3)
-    mean_s = float(np.mean([r.provenance.wallClockSeconds for r in completed])) if completed else None
-    estimates = CostEstimates()
-    if missing and mean_s is not None:
-        estimates = CostEstimates(
-            f"about {missing * mean_s:.0f} s of wall-clock for the {missing} missing run(s), extrapolated from the "
-            "mean of completed runs (an estimate, not a measurement)",
-            missing,
-            round(missing * mean_s, 1),
-        )
-    measured = MeasuredCosts(
-        wall_clock_s=round(sum(r.provenance.wallClockSeconds for r in attempted), 3),
-        per_comparison_s=seconds,
-        platforms=sorted({r.provenance.platform for r in attempted}),
-        hardware=sorted({r.provenance.hardware for r in attempted if r.provenance.hardware}),
-        devices=sorted({r.provenance.device for r in attempted}),
-        precision=sorted({r.provenance.precision for r in attempted if r.provenance.precision}),
-        runs_per_node=_per_node(attempted),
-    )
-    return ResourceCosts(per, measured, estimates)
-
-
-def _per_node(attempted: list[RunRecord]) -> dict[str, int]:
-    """Attempted runs per node (hostname, and the Ray node id where a cluster ran them); only where records name
-    their node (records made before that have no `provenance.node`)."""
-    if not any(r.provenance.node for r in attempted):
-        return {}
-    counts: dict[str, int] = {}
-    for rec in attempted:
-        node = rec.provenance.node or {}
-        label = str(node.get("hostname") or "unrecorded")
-        if node.get("rayNodeId"):
-            label += f" (ray node {str(node['rayNodeId'])[:12]})"
-        counts[label] = counts.get(label, 0) + 1
-    return dict(sorted(counts.items()))
-
-
 def report_protocol(
     project: Project,
     ref: str,
@@ -376,161 +290,3 @@ def report_protocol(
         )
         atomic_write_text(loaded.path, dump_protocol(document))
     return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)
-
-
-@dataclass
-class CheckOutcome:
-    """One committed results block recomputed from the records in place."""
-
-    source: str
-    stage: str
-    records: int
-    differences: list[str]
-
-
-def _committed_blocks(project: Project, loaded: LoadedProtocol) -> list[tuple[str, dict[str, Any]]]:
-    """The protocol's own results block and every per-stage `reports/<id>/<stage>/results.json`."""
-    from cltoolkit.protocol.load import load_json_file
-
-    blocks: list[tuple[str, dict[str, Any]]] = []
-    own = loaded.document.get("results")
-    if isinstance(own, dict):
-        blocks.append((f"{loaded.path.name}: /results", own))
-    folder = project.reports_dir / loaded.id
-    for path in sorted(folder.glob("*/results.json")) if folder.is_dir() else []:
-        blocks.append((str(path.relative_to(project.root)), load_json_file(path)))
-    return blocks
-
-
-def _manifest_problems(project: Project, loaded: LoadedProtocol, manifest: list[str]) -> list[tuple[str, str, str]]:
-    """(where, stage, problem) for each reported stage (`status.reportedStages`) whose results block or report is
-    gone, and for a manifest that lists nothing though results were reported."""
-    out = []
-    if manifest and not isinstance(loaded.document.get("results"), dict):
-        out.append(
-            (f"{loaded.path.name}: /results", manifest[-1], "the results block of a reported protocol is missing")
-        )
-    for stage in manifest:
-        folder = project.stage_reports_dir(loaded.id, stage)
-        for name in ("results.json", "report.md", "report.html"):
-            if not (folder / name).is_file():
-                where = str((folder / name).relative_to(project.root))
-                out.append(
-                    (where, stage, f"stage {stage!r} was reported (status.reportedStages) but {where} is missing")
-                )
-    return out
-
-
-def _report_pair(project: Project, protocol_id: str, source: str, stage: str) -> tuple[Path, Path]:
-    """report.md and report.html beside a committed block: the protocol's own block has the top-level pair
-    (`reports/<id>/`), a stage's `results.json` the pair in its folder."""
-    from cltoolkit.report.render import report_paths
-
-    paths = report_paths(project, protocol_id, stage)
-    md, html = paths[:2] if source.endswith(": /results") else paths[2:]
-    return md, html
-
-
-def _rendering_problems(
-    project: Project, loaded: LoadedProtocol, source: str, committed: dict[str, Any], records: Sequence[RunRecord]
-) -> list[str]:
-    """The reports beside a committed results block, rendered again from that block and its records: any
-    difference (an edited PASS, a deleted file) is named with its first differing line."""
-    from cltoolkit.report.render import render_report
-
-    try:
-        block = Results.model_validate_json(json.dumps(committed))
-    except ValueError:
-        return []  # the block itself differs from the recomputed one: named by the comparison
-    md_path, html_path = _report_pair(project, loaded.id, source, block.stage)
-    md, page = render_report(project, loaded, block, records)
-    problems = []
-    for path, text in ((md_path, md), (html_path, page)):
-        where = path.relative_to(project.root)
-        if not path.is_file():
-            problems.append(f"{where}: missing (its results block is committed)")
-            continue
-        on_disk = path.read_text(encoding="utf-8")
-        if on_disk != text:
-            line = next(
-                (i for i, (a, b) in enumerate(zip(on_disk.splitlines(), text.splitlines(), strict=False), 1) if a != b),
-                min(len(on_disk.splitlines()), len(text.splitlines())) + 1,
-            )
-            problems.append(f"{where}: differs from the report rendered from its results block (first at line {line})")
-    return problems
-
-
-def render_committed(project: Project, ref: str) -> list[Path]:
-    """Write the reports of every committed results block again, rendered from the block and its records (after the
-    report's layout changed). The blocks must reproduce from the records first (`check_results`, reports aside)."""
-    from cltoolkit.report.render import render_report
-
-    check_results(project, ref, reports=False)
-    regs = registries(project.components_file)
-    loaded = load_protocol(project.resolve_protocol(ref), regs)
-    written = []
-    for source, committed in _committed_blocks(project, loaded):
-        block = Results.model_validate_json(json.dumps(committed))
-        _, _, records = gatekeep(project, ref, stage=block.stage, allow_mixed_code=bool(block.mixedComponentCode))
-        md, page = render_report(project, loaded, block, records)
-        md_path, html_path = _report_pair(project, loaded.id, source, block.stage)
-        project.writable(md_path.parent)
-        atomic_write_text(md_path, md)
-        atomic_write_text(html_path, page)
-        written += [md_path, html_path]
-    return written
-
-
-def check_results(project: Project, ref: str, *, reports: bool = True) -> list[CheckOutcome]:
-    """`clt report --check`: recompute every committed results block of a protocol from the records in place and
-    compare (everything but `measuredOn`). Raises `CheckFailed` naming each difference: an edited, added or removed
-    record, or code that now computes another number."""
-    from cltoolkit.errors import CheckFailed
-    from cltoolkit.protocol.lock import diff_documents
-    from cltoolkit.report.render import report_paths
-
-    regs = registries(project.components_file)
-    loaded = load_protocol(project.resolve_protocol(ref), regs)
-    blocks = _committed_blocks(project, loaded)
-    manifest = loaded.model.status.reportedStages if loaded.model.status else []
-    if not blocks and not manifest:
-        raise CheckFailed(f"{loaded.id} has no results to check: report it first (`clt report --protocol {loaded.id}`)")
-    outcomes = [
-        CheckOutcome(where, stage, 0, [problem])
-        for where, stage, problem in (_manifest_problems(project, loaded, manifest) if reports else [])
-    ]
-    for source, committed in blocks:
-        stage = committed.get("stage")
-        _, results, records = gatekeep(
-            project,
-            ref,
-            stage=stage if isinstance(stage, str) else None,
-            allow_mixed_code=bool(committed.get("mixedComponentCode")),
-        )
-        paths = report_paths(project, loaded.id, results.stage)
-        fresh = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in paths]})
-        now = json.loads(json.dumps(fresh.model_dump(mode="json"), allow_nan=False))
-        was = {k: v for k, v in committed.items() if k != "measuredOn"}
-        now.pop("measuredOn", None)
-        if "componentCode" not in committed and not now.get("componentCode"):
-            now.pop("componentCode", None)  # a block written before locks pinned code
-        changes = [str(c) for c in diff_documents(was, now)]
-        if reports:
-            changes += _rendering_problems(project, loaded, source, committed, records)
-        # which records changed comes first: the evidence lines name them by run id
-        differences = sorted(changes, key=lambda line: not line.startswith("/evidence/"))
-        outcomes.append(CheckOutcome(source, results.stage, len(records), differences))
-    failed = [o for o in outcomes if o.differences]
-    if failed:
-        lines = []
-        for o in failed:
-            shown = [d for d in o.differences if d.startswith("/evidence/")]
-            shown += [d for d in o.differences if not d.startswith("/evidence/")][:30]
-            lines += [f"{o.source}: {d}" for d in shown]
-            if len(shown) < len(o.differences):
-                lines.append(f"{o.source}: ... and {len(o.differences) - len(shown)} more difference(s)")
-        raise CheckFailed(
-            f"{loaded.id}: {len(failed)} of {len(outcomes)} committed results block(s) do not reproduce from the "
-            "records in place (committed -> recomputed):\n" + "\n".join(lines)
-        )
-    return outcomes
