@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 
 
 def _project(root: Path, pid: str, behaviour: dict[str, object], seeds: int) -> None:
-    from cltoolkit.freezing import freeze
+    from cltoolkit.freeze_actions import freeze
     from cltoolkit.project import Project
     from tests.toy_suite import toy_protocol
 

@@ -74,11 +74,11 @@ def main() -> int:
     import numpy as np
     import torch
 
+    from cltoolkit.component_validation import load_protocol
     from cltoolkit.run.malloc import keep_freed_memory
     from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks
     from cltoolkit.suites.nav4.env import EgocentricWrapper, Nav4Env
     from cltoolkit.suites.nav4.suite import make_method
-    from cltoolkit.validation import load_protocol
 
     torch.set_num_threads(1)
     keep_freed_memory()  # as every worker does

@@ -33,7 +33,7 @@ def main() -> int:
 
     import numpy as np
 
-    from cltoolkit.freezing import freeze
+    from cltoolkit.freeze_actions import freeze
     from cltoolkit.gatekeeper.gatekeeper import report_protocol
     from cltoolkit.project import Project
     from cltoolkit.protocol.hashing import protocol_hash

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from cltoolkit import stats
+from cltoolkit.component_validation import load_protocol
 from cltoolkit.errors import InputError
 from cltoolkit.project import Project
 from cltoolkit.protocol.models import Gate, ProtocolBase
@@ -31,7 +32,6 @@ from cltoolkit.registry import Registries, registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.run.store import RunStore
-from cltoolkit.validation import load_protocol
 
 __all__ = [
     "GatePlan",

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from cltoolkit._io import atomic_write_text, dump_json
+from cltoolkit.component_validation import validate_document
 from cltoolkit.errors import InputError, Refusal
 from cltoolkit.ids import parse_id
 from cltoolkit.project import Project
 from cltoolkit.protocol.load import loads_strict
 from cltoolkit.registry import registries
-from cltoolkit.validation import validate_document
 
 __all__ = ["SCHEMA_REF", "init_project", "new_protocol", "template_suites"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cltoolkit.freezing import freeze
+from cltoolkit.freeze_actions import freeze
 from cltoolkit.project import Project
 from cltoolkit.run.record import record_seal
 from cltoolkit.run.runner import run_protocol

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cltoolkit.freezing import freeze
+from cltoolkit.freeze_actions import freeze
 from cltoolkit.run.runner import run_protocol
 from tests.conftest import read, write
 from tests.toy_suite import toy_protocol

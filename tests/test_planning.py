@@ -10,7 +10,7 @@ from tests.conftest import REPO
 
 
 def test_nav4_is_planned_with_its_seven_hypothesis_family_and_validation_stage() -> None:
-    from cltoolkit.validation import load_protocol
+    from cltoolkit.component_validation import load_protocol
 
     protocol = load_protocol(REPO / "protocols" / "nav4-v1.json").model
     tasks = len(registries().suite.get("nav4")().tasks(protocol))
@@ -32,8 +32,8 @@ def test_tost_plan_on_the_command_line(cli) -> None:  # type: ignore[no-untyped-
 
 def test_a_median_aggregate_gate_is_planned_for_the_sign_test_that_decides_it() -> None:
     from cltoolkit import stats
+    from cltoolkit.component_validation import load_protocol
     from cltoolkit.planning import gate_plan
-    from cltoolkit.validation import load_protocol
 
     protocol = load_protocol(REPO / "protocols" / "nav4-v1.json").model
     gate = next(g for g in protocol.gates if g.confirmatory and g.test != "equivalence-tost")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cltoolkit.freezing import freeze
+from cltoolkit.freeze_actions import freeze
 from cltoolkit.project import Project
 from cltoolkit.run.store import RunStore
 from tests.conftest import REPO, write

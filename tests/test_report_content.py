@@ -32,9 +32,9 @@ def test_the_tested_bound_is_drawn_where_it_is_tested(test: str, comparator: str
 
 
 def test_ladder_rungs_are_means_over_seeds() -> None:
+    from cltoolkit.component_validation import load_protocol
     from cltoolkit.run.record import read_record
     from cltoolkit.suites.ladder.analysis import LadderAnalysis
-    from cltoolkit.validation import load_protocol
 
     protocol = load_protocol(REPO / "protocols" / "ladder-v1.json").model
     records = [read_record(p) for p in sorted((REPO / "runs" / "ladder-v1").glob("*/record.json"))]

@@ -19,12 +19,12 @@ Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 @command(app, "validate")
 def validate(ref: Ref, json_out: Json = False) -> None:
     """Validate a protocol strictly (one line per problem, with its JSON pointer)."""
+    from cltoolkit.component_validation import load_protocol
     from cltoolkit.errors import CheckFailed
     from cltoolkit.planning import freeze_power_warnings
     from cltoolkit.protocol import protocol_hash
     from cltoolkit.protocol.lock import read_lock
     from cltoolkit.registry import registries
-    from cltoolkit.validation import load_protocol
 
     proj = project()
     loaded = load_protocol(proj.resolve_protocol(ref), registries(proj.components_file))
@@ -70,7 +70,7 @@ def freeze(
     protocol_id: Annotated[str, typer.Argument(help="Protocol id in protocols/.")], json_out: Json = False
 ) -> None:
     """Validate, run safeguard checks, hash and write registry/locks/<id>.lock.json."""
-    from cltoolkit.freezing import freeze as do_freeze
+    from cltoolkit.freeze_actions import freeze as do_freeze
 
     proj = project()
     lock, _ = do_freeze(proj, protocol_id, warn=lambda w: typer.echo(f"warning: {w}", err=True))  # before the lock
@@ -95,7 +95,7 @@ def new(
 @command(app, "restore")
 def restore(protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id in protocols/.")]) -> None:
     """Put a frozen protocol back to its frozen content (from registry/locks/<id>.frozen.json), status kept."""
-    from cltoolkit.freezing import restore as do_restore
+    from cltoolkit.freeze_actions import restore as do_restore
 
     path, changed = do_restore(project(), protocol_id)
     typer.echo(f"restored {path} to its frozen content" if changed else f"{path} already has its frozen content")
@@ -188,7 +188,7 @@ def erratum(
 ) -> None:
     """Record a difference from the reference found after freezing (status.errata, outside the hash): every report
     prints it as not pre-registered; the next version declares or removes it. Re-report to show it."""
-    from cltoolkit.freezing import add_erratum
+    from cltoolkit.freeze_actions import add_erratum
 
     path, n = add_erratum(project(), protocol_id, text, where=where)
     typer.echo(f"{path}: erratum {n} recorded (outside the hash; the lock still holds); re-report to print it")
@@ -203,7 +203,7 @@ def amend_code(
     """Record that a pinned component's code changed after freezing (status.codeAmendments, outside the hash, dated,
     append-only): runs of the code as it is now are accepted and every report prints the amendment first, as not
     pre-registered. The alternatives: restore the frozen code, or bump the protocol."""
-    from cltoolkit.freezing import amend_code as do_amend
+    from cltoolkit.freeze_actions import amend_code as do_amend
 
     path, amendment = do_amend(project(), protocol_id, component, reason)
     console().print(
@@ -215,7 +215,7 @@ def amend_code(
 @command(app, "bump")
 def bump(protocol_id: Annotated[str, typer.Argument(help="Frozen protocol id.")]) -> None:
     """Copy a frozen protocol to the next version (unfrozen draft with `supersedes`)."""
-    from cltoolkit.freezing import bump as do_bump
+    from cltoolkit.freeze_actions import bump as do_bump
 
     target = do_bump(project(), protocol_id)
     console().print(f"wrote {target} (draft; edit it, then `clt protocol freeze {target.stem}`)")

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from cltoolkit._io import atomic_write_text
+from cltoolkit.component_validation import load_protocol
 from cltoolkit.gatekeeper.gatekeeper import gatekeep
 from cltoolkit.project import Project
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.run.record import RunRecord
-from cltoolkit.validation import load_protocol
 
 __all__ = ["CheckOutcome", "check_results", "render_committed"]
 

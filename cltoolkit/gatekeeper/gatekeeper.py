@@ -12,6 +12,7 @@ import numpy as np
 
 from cltoolkit import __version__
 from cltoolkit._io import atomic_write_text, dump_json, dump_protocol
+from cltoolkit.component_validation import load_protocol, validate_document
 from cltoolkit.errors import Refusal
 from cltoolkit.gatekeeper.budgets import check_budgets, resource_costs
 from cltoolkit.gatekeeper.checks import check_declared_aggregate, check_no_duplicates, check_toolkit_versions
@@ -28,7 +29,6 @@ from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, replicate_key
 from cltoolkit.run.store import RunStore
 from cltoolkit.run.trust import planned_points, refuse_untrusted
-from cltoolkit.validation import load_protocol, validate_document
 
 __all__ = ["ReportOutcome", "gatekeep", "report_protocol"]
 

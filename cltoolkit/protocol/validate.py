@@ -1,7 +1,7 @@
 """Structural validation of a protocol document: strict parsing into a given model and the id rule.
 
 Nothing here knows what is registered. The checks that need registered components (suite, method, metric names,
-method hyperparameters, the suite's own checks) run one layer up, in `cltoolkit.validation`."""
+method hyperparameters, the suite's own checks) run one layer up, in `cltoolkit.component_validation`."""
 
 from __future__ import annotations
 

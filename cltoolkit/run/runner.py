@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cltoolkit._io import write_json
+from cltoolkit.component_validation import load_protocol, validate_document
 from cltoolkit.errors import InputError, Refusal
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
@@ -26,7 +27,6 @@ from cltoolkit.run import provenance
 from cltoolkit.run.record import RECORD_VERSION, RunRecord
 from cltoolkit.run.spec import ExecutionResult, GridPoint, Job, Resources, RunSpec
 from cltoolkit.run.store import RunStore
-from cltoolkit.validation import load_protocol, validate_document
 
 __all__ = [
     "Callbacks",

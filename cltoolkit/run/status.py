@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cltoolkit.component_validation import load_protocol
 from cltoolkit.errors import CltError, Refusal
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.registry import registries
 from cltoolkit.run.store import RunStore
 from cltoolkit.run.trust import planned_points, record_problems
-from cltoolkit.validation import load_protocol
 
 __all__ = ["STATE_LETTERS", "grid_status", "seal_store"]
 

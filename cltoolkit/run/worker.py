@@ -38,9 +38,9 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
         os.environ[var] = str(threads)
     keep_freed_memory()
     try:
+        from cltoolkit.component_validation import load_protocol
         from cltoolkit.registry import registries
         from cltoolkit.run.spec import spec_from_payload
-        from cltoolkit.validation import load_protocol
 
         regs = registries(Path(job["components"]) if job.get("components") else None)
         protocol = load_protocol(Path(job["protocolPath"]), regs).model

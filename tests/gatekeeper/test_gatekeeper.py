@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from cltoolkit.errors import Refusal
-from cltoolkit.freezing import freeze
+from cltoolkit.freeze_actions import freeze
 from cltoolkit.gatekeeper.gatekeeper import report_protocol
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash

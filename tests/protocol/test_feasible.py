@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from cltoolkit.freezing import freeze
+from cltoolkit.freeze_actions import freeze
 from tests.conftest import REPO, read, write
 from tests.toy_suite import toy_protocol
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cltoolkit.freezing import freeze
+from cltoolkit.freeze_actions import freeze
 from cltoolkit.protocol.hashing import protocol_hash
 from tests.conftest import read, write
 from tests.toy_suite import toy_protocol

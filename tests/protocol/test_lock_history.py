@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from cltoolkit.freezing import freeze
+from cltoolkit.freeze_actions import freeze
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.run.runner import run_protocol

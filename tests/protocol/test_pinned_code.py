@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cltoolkit.freezing import freeze
+from cltoolkit.freeze_actions import freeze
 from cltoolkit.project import Project
 from cltoolkit.protocol.lock import read_lock
 from cltoolkit.registry import reset_registries

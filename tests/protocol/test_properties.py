@@ -7,9 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cltoolkit.component_validation import validate_document
 from cltoolkit.errors import CltError
 from cltoolkit.protocol.load import loads_strict
-from cltoolkit.validation import validate_document
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from cltoolkit.component_validation import load_protocol
 from cltoolkit.suites.ladder import rungs
 from cltoolkit.suites.ladder.analysis import ranks
 from cltoolkit.suites.ladder.methods import LinearModel
-from cltoolkit.validation import load_protocol
 from tests.conftest import REPO, read, write
 
 PROTOCOL = load_protocol(REPO / "protocols" / "ladder-v1.json").model

@@ -221,7 +221,7 @@ def test_seed_level_sensitivity_pairs_by_seed_and_order_and_averages_orders_per_
 
 
 def test_two_orders_of_one_seed_share_streams_in_v1_and_not_in_v2() -> None:
-    from cltoolkit.validation import load_protocol
+    from cltoolkit.component_validation import load_protocol
 
     v1 = load_protocol(REPO / "protocols" / "nav4-v1.json").model
     v2 = load_protocol(REPO / "protocols" / "nav4-v2.json").model
@@ -234,9 +234,9 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     import numpy as np
     import torch
 
+    from cltoolkit.component_validation import load_protocol
     from cltoolkit.suites.nav4.agent import Learner, Ledger
     from cltoolkit.suites.nav4.suite import make_method
-    from cltoolkit.validation import load_protocol
 
     v2 = load_protocol(REPO / "protocols" / "nav4-v2.json").model
     comp = v2.comparison("candidate")

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cltoolkit.component_validation import load_protocol, validate_document
 from cltoolkit.errors import ValidationFailed
 from cltoolkit.run.spec import RunSpec
 from cltoolkit.suites.sessions.data import simulate
 from cltoolkit.suites.sessions.methods import Affine, KNearest, KNearestParams
 from cltoolkit.suites.sessions.models import SessionsProtocol
 from cltoolkit.suites.sessions.suite import SessionsSuite
-from cltoolkit.validation import load_protocol, validate_document
 from tests.conftest import REPO, read
 
 PROTOCOL = load_protocol(REPO / "protocols" / "sessions-v1.json").model

@@ -197,7 +197,7 @@ def test_shipped_wmf_protocols_validate_and_plan() -> None:
 def test_wmf_v2_declares_every_change_from_wmf_v1() -> None:
     """The frozen wmf-v2 against wmf-v1's frozen content: every difference is covered by a declared change and
     every declared change covers one (what `clt protocol freeze` enforced)."""
-    from cltoolkit.freezing import declared_change_problems
+    from cltoolkit.freeze_actions import declared_change_problems
     from cltoolkit.project import Project
 
     doc = json.loads((ROOT / "protocols" / "wmf-v2.json").read_text())
@@ -361,10 +361,10 @@ def test_stage_cache_loads_data_only_after_its_digest(tmp_path: Path) -> None:
 def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import statistics
 
+    from cltoolkit.component_validation import load_protocol
     from cltoolkit.run.record import read_record
     from cltoolkit.suites.wmf.analysis import WmfAnalysis
     from cltoolkit.suites.wmf.reference import report_lines
-    from cltoolkit.validation import load_protocol
     from tests.conftest import REPO
 
     monkeypatch.setenv("CLT_ROOT", str(REPO))

@@ -1,5 +1,5 @@
-"""Freezing and bumping protocols: the steps that validate against the registered components and then write
-the freeze ledger (`cltoolkit.protocol.lock`)."""
+"""Freeze actions on a project (`clt protocol freeze`, `bump`, `amend-code`, `restore`): each validates against the
+registered components, then writes the freeze ledger (its format and reading: `cltoolkit.protocol.lock`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from cltoolkit import __version__
 from cltoolkit._io import atomic_write_bytes, dump_protocol, write_json
+from cltoolkit.component_validation import load_protocol
 from cltoolkit.errors import InputError, Problem, Refusal
 from cltoolkit.ids import parse_id
 from cltoolkit.project import Project
@@ -22,7 +23,6 @@ from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.run import provenance
 from cltoolkit.run.runner import protocol_components
-from cltoolkit.validation import load_protocol
 
 __all__ = ["add_erratum", "amend_code", "bump", "freeze", "frozen_snapshot", "restore"]
 

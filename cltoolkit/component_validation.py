@@ -1,5 +1,5 @@
-"""Full validation of a protocol: its structure (`cltoolkit.protocol`) plus everything that needs the registered
-components: the suite's model and checks, method, metric names and method hyperparameters.
+"""Validation against the registered components: a protocol's structure (`cltoolkit.protocol.validate`) plus everything
+that needs the registered components: the suite's model and checks, method, metric names and method hyperparameters.
 
 This step sits above both `protocol/` and the registry, where the runner, the gatekeeper and the CLI meet."""
 
