@@ -135,7 +135,7 @@ def random_row_split(
     return train_idx, test_idx, manifest
 
 
-def check_grouped(keys: Sequence[Hashable], train_idx: Sequence[int], test_idx: Sequence[int]) -> list[str]:
+def check_grouped(keys: Sequence[Hashable], train_idx: Iterable[int], test_idx: Iterable[int]) -> list[str]:
     """Group keys found on both sides of a split (empty when the split never crosses a key)."""
     crossing = {keys[i] for i in train_idx} & {keys[i] for i in test_idx}
     return [str(k) for k in _sorted(crossing)]

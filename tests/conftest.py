@@ -67,7 +67,8 @@ def cli() -> Cli:
 
 
 def read(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
 
 
 def write(path: Path, doc: Any) -> None:

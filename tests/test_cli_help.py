@@ -18,7 +18,7 @@ def _commands(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...
     return out
 
 
-def test_every_option_has_help_and_no_type_placeholder(cli) -> None:  # type: ignore[no-untyped-def]
+def test_every_option_has_help_and_no_type_placeholder(cli) -> None:
     root = typer.main.get_command(app)
     commands = _commands(root)
     assert len(commands) > 10
@@ -34,7 +34,7 @@ def test_every_option_has_help_and_no_type_placeholder(cli) -> None:  # type: ig
     assert "--install-completion" in top
 
 
-def test_flags_show_no_value_and_values_show_a_name(cli) -> None:  # type: ignore[no-untyped-def]
+def test_flags_show_no_value_and_values_show_a_name(cli) -> None:
     out = cli("run", "--help").output
     pilot = next(line for line in out.splitlines() if "--pilot" in line)
     workers = next(line for line in out.splitlines() if "--workers" in line)
@@ -42,7 +42,7 @@ def test_flags_show_no_value_and_values_show_a_name(cli) -> None:  # type: ignor
     assert re.search(r"--workers\s+WORKERS\s+Parallel", workers), workers
 
 
-def test_output_to_a_pipe_never_folds_a_path(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_output_to_a_pipe_never_folds_a_path(tmp_path, monkeypatch) -> None:
     """Rich wraps at 80 columns when stdout is not a terminal; a path must come out on one line all the same (logs
     and scripts read it): `clt protocol bump` of a frozen protocol in a deeply nested project."""
     import subprocess

@@ -25,7 +25,7 @@ def test_device_requests_resolve_or_fail_in_one_line() -> None:
         resolve_device("cuda:99")
 
 
-def test_a_bad_device_is_refused_before_any_run(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_device_is_refused_before_any_run(cli, project) -> None:
     out = cli("run", "-p", "wmf-lite-v1", "--pilot", "--device", "tpu")
     assert out.exit_code != 0 and "--device 'tpu': expected auto, cpu, cuda or cuda:N" in out.output
     assert "Traceback" not in out.output and not (project.root / "pilot-runs").exists()
@@ -38,7 +38,7 @@ def test_a_bad_device_is_refused_before_any_run(cli, project) -> None:  # type: 
     assert not (project.root / "pilot-runs").exists()
 
 
-def _tiny(tmp: Path):  # type: ignore[no-untyped-def]
+def _tiny(tmp: Path):
     from cltoolkit.suites.wmf.models import WmfProtocol
     from tests.suites.test_wmf import _tiny_doc
 

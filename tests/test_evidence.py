@@ -43,7 +43,7 @@ def _edit(path: Path, change: Any, *, reseal: bool = False) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True))
 
 
-def _refused(cli, *names: str) -> str:  # type: ignore[no-untyped-def]
+def _refused(cli, *names: str) -> str:
     out = cli("report", "-p", "toy-v1")
     assert out.exit_code == 1, out.output
     assert "Traceback" not in out.output
@@ -56,7 +56,7 @@ def _set_score(data: dict[str, Any]) -> None:
     data["metrics"]["toy.score-v1"]["t1"] = 0.0001
 
 
-def test_an_edited_metric_is_refused_by_name(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_edited_metric_is_refused_by_name(toy, cli) -> None:
     store = _ran(toy)
     _edit(store / "cand-s0" / "record.json", _set_score)
     text = _refused(cli, "cand-s0", "the record was changed after it was written")
@@ -65,7 +65,7 @@ def test_an_edited_metric_is_refused_by_name(toy, cli) -> None:  # type: ignore[
     assert {r["runId"]: r["state"] for r in status["runs"]}["cand-s0"] == "refused"
 
 
-def test_a_swapped_record_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_swapped_record_is_refused(toy, cli) -> None:
     store = _ran(toy)
     shutil.copy(store / "cand-s0" / "record.json", store / "cand-s1" / "record.json")
     _refused(cli, "cand-s1", "holds a record of run 'cand-s0'")
@@ -75,7 +75,7 @@ def test_a_swapped_record_is_refused(toy, cli) -> None:  # type: ignore[no-untyp
     _refused(cli, "cand-s1", "/spec/seed is 0, but planned run 'cand-s1' has 1")
 
 
-def test_a_removed_or_non_numeric_metric_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_removed_or_non_numeric_metric_is_refused(toy, cli) -> None:
     store = _ran(toy)
     _edit(store / "base-s0" / "record.json", lambda d: d["metrics"].pop("toy.score-v1"), reseal=True)
     _edit(store / "base-s1" / "record.json", lambda d: d["metrics"]["toy.score-v1"].update(t1="0.5"), reseal=True)
@@ -88,7 +88,7 @@ def test_a_removed_or_non_numeric_metric_is_refused(toy, cli) -> None:  # type: 
     )
 
 
-def test_a_forged_pilot_record_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_forged_pilot_record_is_refused(toy, cli) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=3))
     assert cli("run", "-p", "toy-v1", "--pilot").exit_code == 0
     freeze(toy, "toy-v1")
@@ -107,7 +107,7 @@ def test_a_forged_pilot_record_is_refused(toy, cli) -> None:  # type: ignore[no-
     _refused(cli, "cand-s0: a pilot record", "pilot record(s)")
 
 
-def test_symbolic_links_are_refused_not_followed(toy, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_symbolic_links_are_refused_not_followed(toy, cli, tmp_path) -> None:
     store = _ran(toy)
     doctored = tmp_path / "doctored.json"
     shutil.copy(store / "cand-s0" / "record.json", doctored)
@@ -121,7 +121,7 @@ def test_symbolic_links_are_refused_not_followed(toy, cli, tmp_path) -> None:  #
     assert out.exit_code == 1 and "cand-s0" in out.output and doctored.exists()
 
 
-def test_truncated_and_extra_field_records_are_corrupt_not_missing(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_truncated_and_extra_field_records_are_corrupt_not_missing(toy, cli) -> None:
     store = _ran(toy)
     path = store / "base-s0" / "record.json"
     path.write_text(path.read_text()[: len(path.read_text()) // 2])
@@ -131,7 +131,7 @@ def test_truncated_and_extra_field_records_are_corrupt_not_missing(toy, cli) -> 
     assert "unknown field" in text and "invalid JSON" in text
 
 
-def test_unsealed_records_are_sealed_once_without_changing_values(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_unsealed_records_are_sealed_once_without_changing_values(toy, cli) -> None:
     store = _ran(toy)
     before = {}
     for path in store.glob("*/record.json"):  # as records were written before sealing (version 1)
@@ -153,7 +153,7 @@ def test_unsealed_records_are_sealed_once_without_changing_values(toy, cli) -> N
     assert cli("report", "-p", "toy-v1").exit_code == 0
 
 
-def test_results_pin_their_evidence_and_check_mode(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_results_pin_their_evidence_and_check_mode(toy, cli) -> None:
     store = _ran(toy)
     assert cli("report", "-p", "toy-v1").exit_code == 0
     results = read(toy.protocol_path("toy-v1"))["results"]
@@ -171,7 +171,7 @@ def test_results_pin_their_evidence_and_check_mode(toy, cli) -> None:  # type: i
     assert out.exit_code == 1 and "/evidence/cand-s0: removed" in out.output
 
 
-def test_check_fails_on_a_deleted_block_or_folder_and_an_edited_or_deleted_report(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_check_fails_on_a_deleted_block_or_folder_and_an_edited_or_deleted_report(toy, cli) -> None:
     _ran(toy)
     assert cli("report", "-p", "toy-v1").exit_code == 0
     assert read(toy.protocol_path("toy-v1"))["status"]["reportedStages"] == ["main"]
@@ -213,7 +213,7 @@ def test_check_fails_on_a_deleted_block_or_folder_and_an_edited_or_deleted_repor
     assert out.exit_code == 1 and "the results block of a reported protocol is missing" in out.output
 
 
-def test_mixed_component_code_is_refused_or_flagged(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_mixed_component_code_is_refused_or_flagged(toy, cli) -> None:
     store = _ran(toy)
     key = "method:toy.method"
 
@@ -230,7 +230,7 @@ def test_mixed_component_code_is_refused_or_flagged(toy, cli) -> None:  # type: 
     assert 'style="color:#b00020"' in (toy.reports_dir / "toy-v1" / "report.html").read_text()
 
 
-def test_stale_attempt_files_are_cleaned_and_modes_follow_the_umask(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_stale_attempt_files_are_cleaned_and_modes_follow_the_umask(toy, cli) -> None:
     store = _ran(toy)
     (store / "cand-s0" / "output-0123456789ab.json").write_text("{}")
     (store / "cand-s0" / ".record.json.x1.tmp").write_text("{")
@@ -243,7 +243,7 @@ def test_stale_attempt_files_are_cleaned_and_modes_follow_the_umask(toy, cli) ->
     assert RunStore(toy.runs_dir, "toy-v1").lock_path.stat().st_mode & 0o777 == 0o666 & ~mask
 
 
-def test_a_planted_module_does_not_run_in_workers(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_planted_module_does_not_run_in_workers(toy, cli) -> None:
     marker = toy.root / "planted-ran"
     # named like a dependency the worker imports; the project folder is the working directory
     (toy.root / "rfc8785.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nraise ImportError('planted')\n")
@@ -257,7 +257,7 @@ def test_a_planted_module_does_not_run_in_workers(toy, cli) -> None:  # type: ig
     assert not marker.exists()
 
 
-def test_a_planted_log_link_is_refused(toy, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_planted_log_link_is_refused(toy, cli, tmp_path) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
     freeze(toy, "toy-v1")
     outside = tmp_path / "outside.txt"
@@ -302,7 +302,7 @@ def _check_once_each(project: Project) -> None:
         assert (run_dir / "log.txt").read_text().count("cltoolkit.run.worker") <= 1
 
 
-def test_a_second_driver_on_one_store_is_refused_at_once(toy) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_driver_on_one_store_is_refused_at_once(toy) -> None:
     _slow_protocol(toy)
     (out1, out2), (rc1, rc2) = _two_drivers(toy, wait=False)
     assert rc1 == 0, out1
@@ -310,7 +310,7 @@ def test_a_second_driver_on_one_store_is_refused_at_once(toy) -> None:  # type: 
     _check_once_each(toy)
 
 
-def test_a_waiting_second_driver_runs_nothing_twice(toy) -> None:  # type: ignore[no-untyped-def]
+def test_a_waiting_second_driver_runs_nothing_twice(toy) -> None:
     _slow_protocol(toy)
     (out1, out2), (rc1, rc2) = _two_drivers(toy, wait=True)
     assert rc1 == 0 and rc2 == 0, out1 + out2
@@ -320,7 +320,7 @@ def test_a_waiting_second_driver_runs_nothing_twice(toy) -> None:  # type: ignor
 
 @pytest.mark.slow
 @pytest.mark.parametrize("repeat", range(10))
-def test_two_drivers_in_a_loop(toy, repeat: int) -> None:  # type: ignore[no-untyped-def]
+def test_two_drivers_in_a_loop(toy, repeat: int) -> None:
     _slow_protocol(toy)
     (out1, out2), (rc1, rc2) = _two_drivers(toy, wait=repeat % 2 == 1, together=repeat % 3 != 0)
     assert sorted((rc1, rc2)) in ([0, 0], [0, 1]), out1 + out2
@@ -329,7 +329,7 @@ def test_two_drivers_in_a_loop(toy, repeat: int) -> None:  # type: ignore[no-unt
     _check_once_each(toy)
 
 
-def test_environment_faults_are_one_line(toy, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_environment_faults_are_one_line(toy, cli, monkeypatch) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
     freeze(toy, "toy-v1")
     for code, words in ((errno.EROFS, "read-only"), (errno.ENOSPC, "no space left")):
@@ -351,13 +351,13 @@ def test_environment_faults_are_one_line(toy, cli, monkeypatch) -> None:  # type
         ("nothing.here=1", "no field 'nothing'"),
     ],
 )
-def test_bad_set_overrides_are_one_line(toy, cli, override: str, words: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_set_overrides_are_one_line(toy, cli, override: str, words: str) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=5))
     out = cli("run", "-p", "toy-v1", "--set", override)
     assert out.exit_code == 2 and words in out.output and "Traceback" not in out.output, out.output
 
 
-def test_a_huge_integer_is_a_clear_error(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_integer_is_a_clear_error(toy, cli) -> None:
     text = json.dumps(toy_protocol(seeds=2)).replace('"updates": 100', '"updates": ' + "9" * 5000, 1)
     toy.protocol_path("toy-v1").write_text(text)
     for args in (("protocol", "validate", "toy-v1"), ("protocol", "freeze", "toy-v1"), ("protocol", "hash", "toy-v1")):

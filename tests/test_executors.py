@@ -25,7 +25,7 @@ EXECUTORS = ["local", pytest.param("ray", marks=pytest.mark.dist)]
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():  # type: ignore[no-untyped-def]
+def ray_cluster():
     """One local Ray cluster (2 CPUs, offline, no dashboard, no usage statistics) for the module's Ray tests, on the
     loopback address (Ray otherwise registers its node under the machine's own address)."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # one-machine cluster: node address 127.0.0.1
@@ -107,11 +107,11 @@ def _wait_for_records(project: Project, count: int) -> None:
         time.sleep(0.05)
 
 
-def _run(cli, executor: str, *extra: str):  # type: ignore[no-untyped-def]
+def _run(cli, executor: str, *extra: str):
     return cli("run", "-p", "toy-v1", "--executor", executor, "--workers", "2", *extra)
 
 
-def test_success_and_resume(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+def test_success_and_resume(toy, cli, executor) -> None:
     _protocol(toy, {"a": {}, "b": {}})
     out = _run(cli, executor)
     assert out.exit_code == 0, out.output
@@ -128,7 +128,7 @@ def test_success_and_resume(toy, cli, executor) -> None:  # type: ignore[no-unty
             assert path.read_bytes() == data  # finished runs are never recomputed
 
 
-def test_killed_run_leaves_neighbours_finishing(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+def test_killed_run_leaves_neighbours_finishing(toy, cli, executor) -> None:
     _protocol(toy, {"good": {"sleepSeconds": 0.3}, "killer": {"behavior": "kill"}}, seeds=2)
     out = _run(cli, executor, "--max-attempts", "2")
     assert out.exit_code == 1
@@ -140,13 +140,13 @@ def test_killed_run_leaves_neighbours_finishing(toy, cli, executor) -> None:  # 
         assert "signal" in reason or "died" in reason
 
 
-def test_crash_once_is_retried_and_counted(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+def test_crash_once_is_retried_and_counted(toy, cli, executor) -> None:
     _protocol(toy, {"flaky": {"behavior": "kill-once"}}, seeds=1)
     assert _run(cli, executor).exit_code == 0
     assert _states(toy)["flaky-s0"] == ("completed", 2, "")
 
 
-def test_exception_is_recorded_not_retried(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+def test_exception_is_recorded_not_retried(toy, cli, executor) -> None:
     _protocol(toy, {"bad": {"behavior": "raise"}}, seeds=1)
     assert _run(cli, executor, "--max-attempts", "3").exit_code == 1
     assert _states(toy)["bad-s0"] == ("failed", 1, "RuntimeError: toy failure requested")
@@ -154,7 +154,7 @@ def test_exception_is_recorded_not_retried(toy, cli, executor) -> None:  # type:
     assert "Traceback" in log and "toy failure requested" in log
 
 
-def test_timeout_is_recorded(toy, cli, executor) -> None:  # type: ignore[no-untyped-def]
+def test_timeout_is_recorded(toy, cli, executor) -> None:
     _protocol(toy, {"slow": {"sleepSeconds": 60}}, seeds=1)
     start = time.monotonic()
     assert _run(cli, executor, "--timeout", "2").exit_code == 1
@@ -163,7 +163,7 @@ def test_timeout_is_recorded(toy, cli, executor) -> None:  # type: ignore[no-unt
     assert state == "timeout" and attempts == 1 and "2 s" in reason
 
 
-def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:
     _protocol(toy, {"a": {"sleepSeconds": 0.4}, "b": {"sleepSeconds": 0.4}}, seeds=4)
     driver = _driver(toy, 1, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     folder = toy.runs_dir / "toy-v1"
@@ -186,7 +186,7 @@ def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:  # type: ignore[
     assert status["counts"]["completed"] == 8
 
 
-def test_status_shows_partial_refused_and_missing(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_status_shows_partial_refused_and_missing(toy, cli) -> None:
     _protocol(toy, {"a": {}}, seeds=4)
     assert cli("run", "-p", "toy-v1", "--seeds", "0").exit_code == 0
     (toy.runs_dir / "toy-v1" / "a-s1").mkdir()
@@ -207,7 +207,7 @@ def test_status_shows_partial_refused_and_missing(toy, cli) -> None:  # type: ig
 
 
 @pytest.mark.dist
-def test_ray_gpu_request_without_gpus_fails_fast(toy, cli, ray_cluster) -> None:  # type: ignore[no-untyped-def]
+def test_ray_gpu_request_without_gpus_fails_fast(toy, cli, ray_cluster) -> None:
     _protocol(toy, {"a": {}}, seeds=1)
     start = time.monotonic()
     out = cli("run", "-p", "toy-v1", "--executor", "ray", "--gpus-per-run", "1")
@@ -216,7 +216,7 @@ def test_ray_gpu_request_without_gpus_fails_fast(toy, cli, ray_cluster) -> None:
     assert not list(toy.runs_dir.glob("toy-v1/*/record.json"))
 
 
-def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 
     real_import = builtins.__import__
@@ -233,7 +233,7 @@ def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch)
     assert not list(toy.runs_dir.glob("toy-v1/*"))  # nothing half made
 
 
-def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> None:
     _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=6)
     driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _wait_for_records(toy, 1)
@@ -252,7 +252,7 @@ def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> N
     assert all(s[0] == "completed" for s in _states(toy).values())
 
 
-def test_sigterm_stops_the_grid_like_ctrl_c(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_sigterm_stops_the_grid_like_ctrl_c(toy, cli) -> None:
     _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=4)
     driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _wait_for_records(toy, 1)
@@ -282,7 +282,7 @@ def _workers_alive(project: Project, parent: int | None = None) -> list[int]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_to_the_driver_alone_stops_running_workers_at_once(toy, sig) -> None:  # type: ignore[no-untyped-def]
+def test_a_signal_to_the_driver_alone_stops_running_workers_at_once(toy, sig) -> None:
     """`kill -INT` / `kill -TERM` of the driver (not of its process group, as a terminal's Ctrl-C would be): the
     running workers are killed, not waited for, and their runs are recorded as interrupted; a run that never
     started gets no record."""
@@ -302,7 +302,7 @@ def test_a_signal_to_the_driver_alone_stops_running_workers_at_once(toy, sig) ->
     assert len(states) == 2 and {s[0] for s in states.values()} == {"interrupted"}
 
 
-def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None:  # type: ignore[no-untyped-def]
+def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None:
     """An error while a run is being set up (here: the progress callback raises when the third run starts) stops
     the grid at once: the running workers are killed, no further run starts, and the error reaches the caller."""
     from cltoolkit.run.runner import Callbacks, RunOptions, run_protocol
@@ -310,7 +310,7 @@ def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None
     _protocol(toy, {"a": {"sleepSeconds": 120.0}}, seeds=4)
     begun: list[str] = []
 
-    def on_start(spec) -> None:  # type: ignore[no-untyped-def]
+    def on_start(spec) -> None:
         begun.append(spec.run_id)
         if len(begun) == 2:
             deadline = time.monotonic() + 60

@@ -15,7 +15,7 @@ from tests.toy_suite import toy_protocol
 
 
 @pytest.mark.parametrize("linked", ["runs", "runs/toy-v1", "runs/toy-v1/cand-s0", "pilot-runs"])
-def test_a_run_folder_linked_outside_is_refused(toy, cli, tmp_path: Path, linked: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_folder_linked_outside_is_refused(toy, cli, tmp_path: Path, linked: str) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
     freeze(toy, "toy-v1")
     elsewhere = tmp_path / "elsewhere"
@@ -30,7 +30,7 @@ def test_a_run_folder_linked_outside_is_refused(toy, cli, tmp_path: Path, linked
     assert list(elsewhere.iterdir()) == []
 
 
-def test_a_report_folder_linked_outside_is_refused(toy, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_report_folder_linked_outside_is_refused(toy, cli, tmp_path: Path) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
     freeze(toy, "toy-v1")
     run_protocol(toy, "toy-v1")
@@ -65,7 +65,7 @@ def test_a_planted_stage_lock_link_never_truncates_its_target(tmp_path: Path) ->
         linked.get("x", {"a": 1}, lambda: 1)
 
 
-def test_a_missing_reference_file_is_one_line_not_a_traceback(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_reference_file_is_one_line_not_a_traceback(project, cli) -> None:
     pytest.importorskip("torch")
     from cltoolkit.suites.wmf.analysis import _reproduction
     from cltoolkit.suites.wmf.models import WmfProtocol

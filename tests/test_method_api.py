@@ -261,7 +261,7 @@ def test_a_nav4_run_stopped_between_tasks_and_restored_continues_as_if_never_sto
     def phase(learner: Learner, method: Any, i: int, task: str) -> None:
         vec = VecTasks([task], 2, list(range(50)), np.random.default_rng(i), 9, 100, 4)
         method.begin_task(learner, TaskStart(task, i, (task,), 64))
-        learner.train(vec, 64, lambda _k, i=i: i)
+        learner.train(vec, 64, lambda _k: i)
         method.end_task(learner, TaskEnd(task, i, i == 1))
 
     def fresh() -> tuple[Learner, Any]:

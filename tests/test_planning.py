@@ -23,7 +23,7 @@ def test_nav4_is_planned_with_its_seven_hypothesis_family_and_validation_stage()
     assert _alpha(protocol, gate, tasks) == protocol.analysis.alpha / 7
 
 
-def test_tost_plan_on_the_command_line(cli) -> None:  # type: ignore[no-untyped-def]
+def test_tost_plan_on_the_command_line(cli) -> None:
     out = cli("plan", "power", "--sigma", "0.1", "--delta", "0.05", "--test", "tost", "--json")
     assert out.exit_code == 0, out.output
     plan = json.loads(out.output)
@@ -49,7 +49,7 @@ def test_a_median_aggregate_gate_is_planned_for_the_sign_test_that_decides_it() 
     assert sign_plan.powerAtDeclared < t_plan.powerAtDeclared
 
 
-def test_median_plan_on_the_command_line(cli) -> None:  # type: ignore[no-untyped-def]
+def test_median_plan_on_the_command_line(cli) -> None:
     t = json.loads(cli("plan", "power", "--sigma", "1", "--delta", "0.5", "--test", "one-sided", "--json").output)
     out = cli("plan", "power", "--sigma", "1", "--delta", "0.5", "--test", "one-sided", "--median", "--json")
     assert out.exit_code == 0, out.output

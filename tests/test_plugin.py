@@ -36,7 +36,7 @@ def plugin_site(tmp_path: Path) -> Path:
     return site
 
 
-def test_plugin_method_runs_through_clt(plugin_site: Path, project) -> None:  # type: ignore[no-untyped-def]
+def test_plugin_method_runs_through_clt(plugin_site: Path, project) -> None:
     doc = read(project.protocol_path("ladder-v1"))
     doc["comparisons"].append(
         {

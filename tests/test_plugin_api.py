@@ -57,7 +57,7 @@ def test_the_contract_names_each_problem() -> None:
     ]
 
 
-def test_list_shows_one_component_in_full(cli) -> None:  # type: ignore[no-untyped-def]
+def test_list_shows_one_component_in_full(cli) -> None:
     out = cli("list", "method", "ladder.least-squares", "--json")
     assert out.exit_code == 0, out.output
     info = json.loads(out.output)

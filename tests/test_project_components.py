@@ -24,7 +24,7 @@ def test_identical_registration_is_not_a_conflict_and_a_real_one_names_both() ->
         reg.register("a", "pkg.other:B", origin="project y")
 
 
-def test_a_clone_with_its_own_copy_of_the_builtin_components_works(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_clone_with_its_own_copy_of_the_builtin_components_works(project, cli) -> None:
     (project.root / "registry" / "components.json").write_text((REPO / "registry" / "components.json").read_text())
     reset_registries()
     out = cli("list", "suite")
@@ -44,7 +44,7 @@ class Boom(Method):
 """
 
 
-def test_a_project_local_component_imports_from_the_project_folder(project, cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_project_local_component_imports_from_the_project_folder(project, cli, tmp_path, monkeypatch) -> None:
     (project.root / "registry" / "components.json").write_text(
         json.dumps({"method": {"scratch.boom": "boom_local:Boom"}})
     )
@@ -55,7 +55,7 @@ def test_a_project_local_component_imports_from_the_project_folder(project, cli,
     assert regs.method.get("scratch.boom").summary == "a project-local method"
 
 
-def test_a_component_that_cannot_be_imported_is_one_line(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_component_that_cannot_be_imported_is_one_line(project, cli) -> None:
     (project.root / "registry" / "components.json").write_text(
         json.dumps({"method": {"scratch.boom": "nowhere_mod:Boom"}})
     )

@@ -63,7 +63,7 @@ def test_numbers_and_p_values_have_one_format() -> None:
 
 
 @pytest.mark.parametrize("report", sorted(REPO.glob("reports/*/report.md")), ids=lambda p: p.parent.name)
-def test_committed_reports_answer_first_and_leak_no_python(report) -> None:  # type: ignore[no-untyped-def]
+def test_committed_reports_answer_first_and_leak_no_python(report) -> None:
     text = report.read_text()
     first = [line for line in text.splitlines() if line.strip()][2]
     assert first.startswith("**Verdict:**"), first
@@ -83,7 +83,7 @@ def test_the_nav4_report_explains_the_new_task_failure_and_names_reused_records(
 
 
 @pytest.mark.parametrize("report", sorted(REPO.glob("reports/*/report.md")), ids=lambda p: p.parent.name)
-def test_committed_reports_print_every_erratum_of_their_protocol(report) -> None:  # type: ignore[no-untyped-def]
+def test_committed_reports_print_every_erratum_of_their_protocol(report) -> None:
     status = json.loads((REPO / "protocols" / f"{report.parent.name}.json").read_text()).get("status") or {}
     errata = status.get("errata") or []
     text = report.read_text()

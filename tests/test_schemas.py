@@ -44,7 +44,7 @@ def test_schema_rejects_what_models_reject() -> None:
     assert list(validator.iter_errors(doc))
 
 
-def test_cli_schema(cli) -> None:  # type: ignore[no-untyped-def]
+def test_cli_schema(cli) -> None:
     result = cli("schema", "lock")
     assert result.exit_code == 0 and json.loads(result.output)["$id"].endswith("lock:1")
     assert cli("schema", "nope").exit_code == 2

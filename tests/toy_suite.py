@@ -93,7 +93,8 @@ class ToySuite(Suite):
 
         method = (self.regs or registries()).method.get(protocol.comparison(spec.comparison).method)
         rng = np.random.default_rng([spec.seed, sum(map(ord, spec.comparison))])
-        scores = {t: float(rng.normal(params.mean, params.sd)) + method.shift for t in protocol.tasks}
+        shift = float(getattr(method, "shift", 0.0))  # a class attribute of the toy methods (tests/toy_suite.py)
+        scores = {t: float(rng.normal(params.mean, params.sd)) + shift for t in protocol.tasks}
         tasks = protocol.tasks
         matrix = {
             "tasks": tasks,

@@ -50,9 +50,9 @@ class HolmBounds(NamedTuple):
 
 
 def holm_simultaneous_lower_bounds(
-    estimates: Sequence[float],
-    se: Sequence[float],
-    thresholds: Sequence[float],
+    estimates: Sequence[float] | np.ndarray,
+    se: Sequence[float] | np.ndarray,
+    thresholds: Sequence[float] | np.ndarray,
     df: Sequence[int] | int,
     alpha: float = 0.05,
 ) -> HolmBounds:

@@ -43,7 +43,7 @@ def _rewrite(project: Project, run_id: str, **changes: object) -> None:
     store.write(RunRecord.model_validate_json(json.dumps(data)))
 
 
-def test_end_to_end_and_idempotent(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_end_to_end_and_idempotent(toy, cli) -> None:
     _setup(toy)
     result = cli("run", "-p", "toy-v1", "--workers", "2")
     assert result.exit_code == 0, result.output
@@ -84,7 +84,7 @@ def test_end_to_end_and_idempotent(toy, cli) -> None:  # type: ignore[no-untyped
     assert again == doc
 
 
-def test_refuses_unfrozen(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_unfrozen(toy, cli) -> None:
     _setup(toy, frozen=False)
     result = cli("report", "-p", "toy-v1")
     assert result.exit_code == 1 and "is not frozen" in result.output
@@ -92,7 +92,7 @@ def test_refuses_unfrozen(toy, cli) -> None:  # type: ignore[no-untyped-def]
     assert result.exit_code == 1 and "--pilot" in result.output
 
 
-def test_refuses_changed_protocol(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_changed_protocol(toy, cli) -> None:
     _setup(toy)
     doc = read(toy.protocol_path("toy-v1"))
     doc["gates"][0]["threshold"] = 0.5
@@ -101,7 +101,7 @@ def test_refuses_changed_protocol(toy, cli) -> None:  # type: ignore[no-untyped-
     assert result.exit_code == 1 and "changed since it was frozen" in result.output
 
 
-def test_refuses_foreign_hash_records(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_foreign_hash_records(toy, cli) -> None:
     _setup(toy)
     run_protocol(toy, "toy-v1")
     _rewrite(toy, "cand-s0", **{"protocol.sha256": "sha256:" + "0" * 64})
@@ -111,7 +111,7 @@ def test_refuses_foreign_hash_records(toy, cli) -> None:  # type: ignore[no-unty
     assert result.exit_code == 1 and "bump the protocol" in result.output
 
 
-def test_refuses_pilot_records(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_pilot_records(toy, cli) -> None:
     _setup(toy)
     run_protocol(toy, "toy-v1")
     _rewrite(toy, "base-s1", **{"protocol.pilot": True})
@@ -119,7 +119,7 @@ def test_refuses_pilot_records(toy, cli) -> None:  # type: ignore[no-untyped-def
     assert result.exit_code == 1 and "pilot record(s)" in result.output
 
 
-def test_pilot_runs_go_elsewhere_and_never_report(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_pilot_runs_go_elsewhere_and_never_report(toy, cli) -> None:
     _setup(toy, frozen=False)
     assert cli("run", "-p", "toy-v1", "--pilot").exit_code == 0
     assert not (toy.runs_dir / "toy-v1").exists()
@@ -127,7 +127,7 @@ def test_pilot_runs_go_elsewhere_and_never_report(toy, cli) -> None:  # type: ig
     assert cli("run", "-p", "toy-v1", "--set", "comparisons.0.hyperparameters.mean=0.8").exit_code == 0
 
 
-def test_refuses_duplicate_run_ids(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_duplicate_run_ids(toy, cli) -> None:
     _setup(toy)
     run_protocol(toy, "toy-v1")
     folder = toy.runs_dir / "toy-v1"
@@ -136,7 +136,7 @@ def test_refuses_duplicate_run_ids(toy, cli) -> None:  # type: ignore[no-untyped
     assert result.exit_code == 1 and "cand-s0" in result.output and "more than one record" in result.output
 
 
-def test_refuses_mixed_toolkit_versions(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_mixed_toolkit_versions(toy, cli) -> None:
     _setup(toy)
     run_protocol(toy, "toy-v1")
     _rewrite(toy, "cand-s2", **{"provenance.toolkitVersion": "0.0.9"})
@@ -144,7 +144,7 @@ def test_refuses_mixed_toolkit_versions(toy, cli) -> None:  # type: ignore[no-un
     assert result.exit_code == 1 and "toolkit versions 0.0.9, 0.1.0" in result.output
 
 
-def test_incomplete_grid_is_not_evaluable(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_incomplete_grid_is_not_evaluable(toy, cli) -> None:
     _setup(toy)
     run_protocol(toy, "toy-v1", RunOptions(selection=Selection(seeds=(0, 1, 2, 3))))
     out = report_protocol(toy, "toy-v1", dry_run=True)
@@ -154,7 +154,7 @@ def test_incomplete_grid_is_not_evaluable(toy, cli) -> None:  # type: ignore[no-
         assert "4 of 5 planned runs completed" in gate.hypotheses[0].reason
 
 
-def test_failed_run_counts_and_blocks(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_failed_run_counts_and_blocks(toy, cli) -> None:
     doc = toy_protocol()
     doc["comparisons"][1]["hyperparameters"]["mean"] = -1000.0
     _setup(toy, doc)
@@ -169,7 +169,7 @@ def test_failed_run_counts_and_blocks(toy, cli) -> None:  # type: ignore[no-unty
     assert gates == {"each": "pass", "sup": "not-evaluable", "info": "not-evaluable"}
 
 
-def test_exclusion_rule_reported_with_sensitivity(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_exclusion_rule_reported_with_sensitivity(toy, cli) -> None:
     doc = toy_protocol(exclusions=[{"id": "drop-failed", "description": "failed runs", "statuses": ["failed"]}])
     _setup(toy, doc)
     run_protocol(toy, "toy-v1")
@@ -177,10 +177,11 @@ def test_exclusion_rule_reported_with_sensitivity(toy, cli) -> None:  # type: ig
     out = report_protocol(toy, "toy-v1", dry_run=True)
     assert out.results.runs.excluded == 1
     sens = out.results.exclusions[-1]["sensitivity"]
+    assert isinstance(sens, dict)
     assert sens["each"] == {"withExclusions": "pass", "withoutExclusions": "not-evaluable"}
 
 
-def test_budget_violation_not_evaluable(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_budget_violation_not_evaluable(toy, cli) -> None:
     doc = toy_protocol()
     doc["comparisons"][0]["hyperparameters"]["updates"] = 150
     _setup(toy, doc)
@@ -193,7 +194,7 @@ def test_budget_violation_not_evaluable(toy, cli) -> None:  # type: ignore[no-un
     assert gates["each"].decision == "pass"
 
 
-def test_failing_gate_and_report_only_wording(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_failing_gate_and_report_only_wording(toy, cli) -> None:
     doc = toy_protocol()
     doc["comparisons"][0]["hyperparameters"].update(mean=0.52, sd=0.05)
     _setup(toy, doc)
@@ -206,7 +207,7 @@ def test_failing_gate_and_report_only_wording(toy, cli) -> None:  # type: ignore
     assert read(toy.protocol_path("toy-v1"))["results"] is None
 
 
-def test_record_versions(toy, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_record_versions(toy, tmp_path) -> None:
     from cltoolkit.run import record as rec_mod
 
     _setup(toy)
@@ -229,7 +230,7 @@ def test_record_versions(toy, tmp_path) -> None:  # type: ignore[no-untyped-def]
         del rec_mod.MIGRATIONS[0]
 
 
-def test_records_are_sorted_atomic_json(toy) -> None:  # type: ignore[no-untyped-def]
+def test_records_are_sorted_atomic_json(toy) -> None:
     _setup(toy)
     run_protocol(toy, "toy-v1", RunOptions(selection=Selection(seeds=(0,))))
     path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
@@ -241,7 +242,7 @@ def test_records_are_sorted_atomic_json(toy) -> None:  # type: ignore[no-untyped
     assert not list(path.parent.glob(".*.tmp"))
 
 
-def test_undeclared_aggregate_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_undeclared_aggregate_is_refused(toy, cli) -> None:
     _setup(toy, toy_protocol(aggregate="iqm"))
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
     refused = cli("report", "-p", "toy-v1", "--aggregate", "mean")
@@ -254,7 +255,7 @@ def test_undeclared_aggregate_is_refused(toy, cli) -> None:  # type: ignore[no-u
     assert cli("report", "-p", "toy-v1", "--aggregate", "iqm").exit_code == 0
 
 
-def test_lower_is_better_gate_and_replicates_in_results(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_lower_is_better_gate_and_replicates_in_results(toy, cli) -> None:
     doc = toy_protocol()
     # base is lower than cand by about 0.4: "base below cand by more than 0.1" is a lower-is-better superiority claim
     doc["gates"] = [
@@ -294,7 +295,7 @@ def test_lower_is_better_gate_and_replicates_in_results(toy, cli) -> None:  # ty
     assert len(reps) == 5 and sum(reps.values()) / 5 == pytest.approx(low["estimate"])
 
 
-def test_pilot_stage_never_reports(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_pilot_stage_never_reports(toy, cli) -> None:
     doc = toy_protocol()
     doc["seeds"]["stages"].append({"id": "pilot", "seeds": [50, 51], "purpose": "pilot"})
     _setup(toy, doc)
@@ -302,7 +303,7 @@ def test_pilot_stage_never_reports(toy, cli) -> None:  # type: ignore[no-untyped
     assert out.exit_code == 1 and "pilot stage" in out.output
 
 
-def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -> None:
     """A non-confirmatory threshold or comparison gate gets a marginal (unadjusted) decision and says so; it neither
     enters nor changes the confirmatory Holm family."""
     doc = toy_protocol()
@@ -354,7 +355,7 @@ def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -
     assert gates["conf"]["pAdjusted"] == pytest.approx(gates["conf"]["pValue"])  # a family of one
 
 
-def test_reporting_a_later_stage_keeps_the_earlier_stage_report(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_reporting_a_later_stage_keeps_the_earlier_stage_report(toy, cli) -> None:
     doc = toy_protocol()
     doc["seeds"]["stages"] = [{"id": "preliminary", "seeds": [0, 1, 2]}, {"id": "validation", "seeds": [0, 1, 2, 3, 4]}]
     _setup(toy, doc)

@@ -10,7 +10,7 @@ from tests.conftest import REPO, read, write
 from tests.toy_suite import toy_protocol
 
 
-def test_a_negative_seed_is_refused_at_validation(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_negative_seed_is_refused_at_validation(toy, cli) -> None:
     doc = toy_protocol(seeds=2)
     doc["seeds"]["stages"][0]["seeds"] = [0, -1]
     write(toy.protocol_path("toy-v1"), doc)
@@ -20,7 +20,7 @@ def test_a_negative_seed_is_refused_at_validation(toy, cli) -> None:  # type: ig
     assert out.exit_code != 0 and not toy.lock_path("toy-v1").exists()
 
 
-def test_wmf_sizes_beyond_the_suite_bounds_are_refused_one_line_each(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_wmf_sizes_beyond_the_suite_bounds_are_refused_one_line_each(project, cli) -> None:
     doc = read(project.protocol_path("wmf-lite-v1"))
     doc["data"]["maxEpisodeSteps"] = 10**9
     doc["training"]["updatesPerTask"] = 10**12
@@ -37,7 +37,7 @@ def test_wmf_sizes_beyond_the_suite_bounds_are_refused_one_line_each(project, cl
     assert any("/training/updatesPerTask" in line for line in lines), out.output
 
 
-def test_a_selection_that_matches_nothing_exits_non_zero(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_selection_that_matches_nothing_exits_non_zero(toy, cli) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
     freeze(toy, "toy-v1")
     for args, said in (
@@ -55,7 +55,7 @@ def test_every_shipped_protocol_has_non_negative_seeds() -> None:
             assert min(stage["seeds"]) >= 0, path.name
 
 
-def test_each_suite_states_its_bounds(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_each_suite_states_its_bounds(project, cli) -> None:
     for pid, path in (
         ("nav4-v1", ("environment", "gridSize")),
         ("ladder-v1", ("rungs", "oneStep", "transitions")),

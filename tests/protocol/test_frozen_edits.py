@@ -10,12 +10,12 @@ from tests.conftest import read, write
 from tests.toy_suite import toy_protocol
 
 
-def _frozen_toy(toy) -> None:  # type: ignore[no-untyped-def]
+def _frozen_toy(toy) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=3))
     freeze(toy, "toy-v1")
 
 
-def test_validate_fails_on_an_edited_frozen_protocol_and_restore_undoes_it(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_validate_fails_on_an_edited_frozen_protocol_and_restore_undoes_it(toy, cli) -> None:
     _frozen_toy(toy)
     frozen = protocol_hash(read(toy.protocol_path("toy-v1")))
     doc = read(toy.protocol_path("toy-v1"))
@@ -32,7 +32,7 @@ def test_validate_fails_on_an_edited_frozen_protocol_and_restore_undoes_it(toy, 
     assert cli("protocol", "validate", "toy-v1").exit_code == 0
 
 
-def test_bump_moves_the_edits_to_a_new_version_and_restores_the_frozen_one(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_bump_moves_the_edits_to_a_new_version_and_restores_the_frozen_one(toy, cli) -> None:
     _frozen_toy(toy)
     frozen = protocol_hash(read(toy.protocol_path("toy-v1")))
     doc = read(toy.protocol_path("toy-v1"))
@@ -45,14 +45,14 @@ def test_bump_moves_the_edits_to_a_new_version_and_restores_the_frozen_one(toy, 
     assert cli("protocol", "verify").exit_code == 0
 
 
-def test_a_gate_without_two_replicates_is_refused_at_freeze(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_gate_without_two_replicates_is_refused_at_freeze(toy, cli) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=1))
     out = cli("protocol", "freeze", "toy-v1")
     assert out.exit_code == 1 and "needs at least 2" in out.output and "/gates/0" in out.output, out.output
     assert not toy.lock_path("toy-v1").exists()
 
 
-def test_power_warnings_come_from_validate_and_before_the_freeze(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_power_warnings_come_from_validate_and_before_the_freeze(toy, cli) -> None:
     doc = toy_protocol(seeds=3)
     doc["gates"][1]["delta"] = 0.05  # a declared effect and no planning SD: its power is unknown
     write(toy.protocol_path("toy-v1"), doc)
@@ -62,13 +62,13 @@ def test_power_warnings_come_from_validate_and_before_the_freeze(toy, cli) -> No
     assert out.exit_code == 0 and out.output.index("power is unknown") < out.output.index("froze toy-v1")
 
 
-def test_a_pilot_of_a_frozen_protocol_on_confirmatory_seeds_is_warned(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_pilot_of_a_frozen_protocol_on_confirmatory_seeds_is_warned(toy, cli) -> None:
     _frozen_toy(toy)
     out = cli("run", "-p", "toy-v1", "--pilot")
     assert out.exit_code == 0 and "are the confirmatory ones" in out.output, out.output
 
 
-def test_a_method_that_ignores_the_run_seed_is_warned(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_method_that_ignores_the_run_seed_is_warned(project, cli) -> None:
     path = project.root / "protocols" / "ladder-v1.json"
     doc = json.loads(path.read_text())
     doc["seeds"]["stages"][0]["seeds"] = [0, 1, 2]

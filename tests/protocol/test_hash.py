@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Golden values for jcs-sha256/v1. NEVER EDIT: a changed value means the algorithm changed, which needs a new
 # canonicalization id instead.
-GOLDEN = [
+GOLDEN: list[tuple[dict[str, Any], str]] = [
     ({}, "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"),
     ({"b": 2, "a": 1}, "sha256:43258cff783fe7036d8a43033f830adfc60ec037382473548ac742b888292777"),
     (

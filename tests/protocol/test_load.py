@@ -29,7 +29,7 @@ def test_loads_strict_rejects(text: str, message: str) -> None:
         loads_strict(text, "x.json")
 
 
-def _cli_error(cli, project, mutate, name: str = "nav4-v1"):  # type: ignore[no-untyped-def]
+def _cli_error(cli, project, mutate, name: str = "nav4-v1"):
     path = project.protocol_path(name)
     doc = read(path)
     mutate(doc)
@@ -40,7 +40,7 @@ def _cli_error(cli, project, mutate, name: str = "nav4-v1"):  # type: ignore[no-
     return result.output
 
 
-def test_duplicate_key_cli(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_duplicate_key_cli(cli, project) -> None:
     path = project.protocol_path("nav4-v1")
     path.write_text(path.read_text().replace('"suite": "nav4",', '"suite": "nav4", "suite": "nav4",', 1))
     result = cli("protocol", "validate", "nav4-v1")
@@ -48,68 +48,68 @@ def test_duplicate_key_cli(cli, project) -> None:  # type: ignore[no-untyped-def
     assert "protocols/nav4-v1.json: /suite: duplicate key 'suite'" in result.output
 
 
-def test_nan_cli(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_nan_cli(cli, project) -> None:
     path = project.protocol_path("nav4-v1")
     path.write_text(path.read_text().replace('"threshold": 0.7', '"threshold": NaN', 1))
     result = cli("protocol", "validate", "nav4-v1")
     assert result.exit_code == 2 and "NaN is not valid JSON" in result.output
 
 
-def test_trailing_garbage_cli(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_trailing_garbage_cli(cli, project) -> None:
     path = project.protocol_path("nav4-v1")
     path.write_text(path.read_text() + "}\n")
     result = cli("protocol", "validate", "nav4-v1")
     assert result.exit_code == 2 and "Extra data" in result.output
 
 
-def test_non_object_root_cli(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_non_object_root_cli(cli, project) -> None:
     project.protocol_path("nav4-v1").write_text("[]\n")
     result = cli("protocol", "validate", "nav4-v1")
     assert result.exit_code == 2 and "must be a JSON object" in result.output
 
 
-def test_unknown_field(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_field(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["gates"][2].update(thresold=0.1))
     assert "protocols/nav4-v1.json: /gates/2/thresold: unknown field" in out
 
 
-def test_wrong_type_no_coercion(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_type_no_coercion(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["gates"][0].update(threshold="70"))
     assert "protocols/nav4-v1.json: /gates/0/threshold: Input should be a valid number" in out
 
 
-def test_string_integer_not_coerced(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_string_integer_not_coerced(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["environment"].update(gridSize="9"))
     assert "/environment/gridSize: Input should be a valid integer" in out
 
 
-def test_id_must_match_file_name(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_id_must_match_file_name(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d.update(id="nav4-v2"))
     assert "/id: id 'nav4-v2' does not match the file name (expected 'nav4-v1')" in out
 
 
-def test_unknown_method_suggests(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_method_suggests(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["comparisons"][0].update(method="nav4.sequentail"))
     assert "/comparisons/0/method: unknown method 'nav4.sequentail'. Did you mean 'nav4.sequential'" in out
 
 
-def test_unknown_suite_suggests(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_suite_suggests(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d.update(suite="nav5"))
     assert "/suite: unknown suite 'nav5'. Did you mean 'nav4'?" in out
 
 
-def test_unknown_metric(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_metric(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["metrics"][4].update(id="nav4.bwt-v2"))
     assert "/metrics/4/id: unknown metric 'nav4.bwt-v2'. Did you mean 'nav4.bwt-v1'" in out
 
 
-def test_hyperparameters_validated_by_method(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_hyperparameters_validated_by_method(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["comparisons"][1]["hyperparameters"].update(capacity=-1))
     assert "/comparisons/1/hyperparameters/capacity: Input should be greater than or equal to 1" in out
 
 
-def test_every_problem_on_its_own_line(cli, project) -> None:  # type: ignore[no-untyped-def]
-    def two(d):  # type: ignore[no-untyped-def]
+def test_every_problem_on_its_own_line(cli, project) -> None:
+    def two(d):
         d["gates"][0]["threshold"] = "x"
         d["environment"]["gridSize"] = 2
 
@@ -118,23 +118,23 @@ def test_every_problem_on_its_own_line(cli, project) -> None:  # type: ignore[no
     assert len(lines) == 2
 
 
-def test_gate_consistency(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_gate_consistency(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["gates"][2].pop("reference"))
     assert "/gates/2: a superiority gate needs a reference and a margin" in out
 
 
-def test_unknown_protocol_lists_versions(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_protocol_lists_versions(cli, project) -> None:
     result = cli("protocol", "validate", "nav4-v7")
     assert result.exit_code == 2
     assert "Versions of nav4 that exist: nav4-v1, nav4-v2." in result.output
 
 
-def test_bad_id_form(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_bad_id_form(cli, project) -> None:
     result = cli("protocol", "validate", "nav4")
     assert result.exit_code == 2 and "not a versioned id" in result.output
 
 
-def test_every_shipped_protocol_valid(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_every_shipped_protocol_valid(cli, project) -> None:
     for pid in project.protocol_ids():
         result = cli("protocol", "validate", pid)
         assert result.exit_code == 0, result.output

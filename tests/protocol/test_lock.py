@@ -11,13 +11,13 @@ from cltoolkit.protocol.lock import read_lock
 from tests.conftest import read, write
 
 
-def _freeze_ladder(cli, project):  # type: ignore[no-untyped-def]
+def _freeze_ladder(cli, project):
     result = cli("protocol", "freeze", "ladder-v1")
     assert result.exit_code == 0, result.output
     return project.protocol_path("ladder-v1")
 
 
-def test_freeze_writes_lock(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_freeze_writes_lock(cli, project) -> None:
     path = _freeze_ladder(cli, project)
     lock = read_lock(project, "ladder-v1")
     assert lock is not None
@@ -34,13 +34,13 @@ def test_freeze_writes_lock(cli, project) -> None:  # type: ignore[no-untyped-de
     assert cli("protocol", "verify").exit_code == 0
 
 
-def test_freeze_refuses_twice(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_freeze_refuses_twice(cli, project) -> None:
     _freeze_ladder(cli, project)
     result = cli("protocol", "freeze", "ladder-v1")
     assert result.exit_code == 1 and "already frozen" in result.output and "clt protocol bump" in result.output
 
 
-def test_freeze_refuses_invalid(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_freeze_refuses_invalid(cli, project) -> None:
     path = project.protocol_path("ladder-v1")
     doc = read(path)
     doc["rungs"]["control"]["gridPoints"] = 1
@@ -50,7 +50,7 @@ def test_freeze_refuses_invalid(cli, project) -> None:  # type: ignore[no-untype
     assert not project.lock_path("ladder-v1").exists()
 
 
-def test_freeze_refuses_failing_safeguards(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_freeze_refuses_failing_safeguards(cli, project) -> None:
     pytest.importorskip("minigrid")
     path = project.protocol_path("nav4-v1")
     doc = read(path)
@@ -68,7 +68,7 @@ def test_freeze_refuses_failing_safeguards(cli, project) -> None:  # type: ignor
     assert result.exit_code == 1 and "/comparisons: nothing to run" in result.output
 
 
-def test_verify_fails_on_value_change_naming_pointer(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_verify_fails_on_value_change_naming_pointer(cli, project) -> None:
     path = _freeze_ladder(cli, project)
     doc = read(path)
     doc["systems"]["true"]["a"] = 0.96
@@ -80,7 +80,7 @@ def test_verify_fails_on_value_change_naming_pointer(cli, project) -> None:  # t
     assert 'ladder-v1: /comparisons/0/label: changed from "Aggressive" to "Bold"' in result.output
 
 
-def test_verify_passes_on_format_order_status_results(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_verify_passes_on_format_order_status_results(cli, project) -> None:
     path = _freeze_ladder(cli, project)
     doc = read(path)
     reordered = dict(reversed(list(doc.items())))
@@ -90,14 +90,14 @@ def test_verify_passes_on_format_order_status_results(cli, project) -> None:  # 
     assert cli("protocol", "verify").exit_code == 0
 
 
-def test_verify_fails_without_protocol_file(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_verify_fails_without_protocol_file(cli, project) -> None:
     path = _freeze_ladder(cli, project)
     path.unlink()
     result = cli("protocol", "verify")
     assert result.exit_code == 1 and "protocol file" in result.output and "missing" in result.output
 
 
-def test_verify_detects_added_and_removed_fields(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_verify_detects_added_and_removed_fields(cli, project) -> None:
     path = _freeze_ladder(cli, project)
     doc = read(path)
     del doc["outsideScope"]
@@ -107,7 +107,7 @@ def test_verify_detects_added_and_removed_fields(cli, project) -> None:  # type:
     assert "/outsideScope: removed" in out and "/extra: added 1" in out
 
 
-def test_diff(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_diff(cli, project) -> None:
     path = project.protocol_path("ladder-v1")
     other = project.protocols_dir / "ladder-v2.json"
     doc = read(path)
@@ -119,7 +119,7 @@ def test_diff(cli, project) -> None:  # type: ignore[no-untyped-def]
     assert "/id: changed" in result.output and "1 in hashed content; hashes differ" in result.output
 
 
-def test_bump(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_bump(cli, project) -> None:
     result = cli("protocol", "bump", "ladder-v1")
     assert result.exit_code == 1 and "not frozen" in result.output
     _freeze_ladder(cli, project)
@@ -134,12 +134,12 @@ def test_bump(cli, project) -> None:  # type: ignore[no-untyped-def]
     assert cli("protocol", "bump", "ladder-v1").exit_code == 1
 
 
-def test_hash_command_matches_library(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_hash_command_matches_library(cli, project) -> None:
     result = cli("protocol", "hash", "ladder-v1")
     assert result.output.strip() == protocol_hash(read(project.protocol_path("ladder-v1")))
 
 
-def test_project_found_upward(cli, project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_project_found_upward(cli, project, monkeypatch) -> None:
     monkeypatch.delenv("CLT_ROOT")
     sub = project.root / "a" / "b"
     sub.mkdir(parents=True)
@@ -148,7 +148,7 @@ def test_project_found_upward(cli, project, monkeypatch) -> None:  # type: ignor
     assert cli("--root", str(project.root), "protocol", "validate", "ladder-v1").exit_code == 0
 
 
-def test_a_new_version_declares_every_change_or_does_not_freeze(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_a_new_version_declares_every_change_or_does_not_freeze(cli, project) -> None:
     """`changes` in a bumped protocol: diff marks each difference declared or UNDECLARED; freeze refuses an
     undeclared change and a declaration that covers no change, and accepts a version whose changes are all
     declared (a pointer covers everything under it)."""
@@ -178,7 +178,7 @@ def test_a_new_version_declares_every_change_or_does_not_freeze(cli, project) ->
     assert out.exit_code == 0, out.output
 
 
-def test_an_erratum_is_recorded_outside_the_hash_and_carried_to_the_next_version(cli, project) -> None:  # type: ignore[no-untyped-def]
+def test_an_erratum_is_recorded_outside_the_hash_and_carried_to_the_next_version(cli, project) -> None:
     text = "The reference divides by variance + 1e-8; this protocol divides exactly. Expected effect: none."
     refused = cli("protocol", "erratum", "ladder-v1", "--text", text)
     assert refused.exit_code == 1 and "not frozen" in refused.output and "disclosures" in refused.output

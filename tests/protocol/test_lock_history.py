@@ -27,7 +27,7 @@ def _git(root: Path, *args: str) -> str:
     return subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
 
 
-def test_a_lock_rewritten_to_the_new_hash_fails(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_lock_rewritten_to_the_new_hash_fails(toy, cli) -> None:
     path = _frozen(toy)
     doc = read(path)
     doc["goal"] = "Another goal."
@@ -39,7 +39,7 @@ def test_a_lock_rewritten_to_the_new_hash_fails(toy, cli) -> None:  # type: igno
     assert out.exit_code == 1 and "the lock or its snapshot was rewritten" in out.output, out.output
 
 
-def test_a_deleted_lock_of_a_reported_protocol_fails(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_deleted_lock_of_a_reported_protocol_fails(toy, cli) -> None:
     _frozen(toy)
     run_protocol(toy, "toy-v1")
     assert cli("report", "-p", "toy-v1").exit_code == 0
@@ -48,7 +48,7 @@ def test_a_deleted_lock_of_a_reported_protocol_fails(toy, cli) -> None:  # type:
     assert out.exit_code == 1 and "toy-v1: carries a results block but has no lock" in out.output, out.output
 
 
-def test_a_lock_modified_after_its_commit_fails_in_git(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_lock_modified_after_its_commit_fails_in_git(toy, cli) -> None:
     _frozen(toy)
     _git(toy.root, "init", "-q")
     _git(toy.root, "add", "-A")
@@ -71,7 +71,7 @@ def test_a_lock_modified_after_its_commit_fails_in_git(toy, cli) -> None:  # typ
     assert out.exit_code == 0 and f"re-frozen in {commit[:12]} (declared: test)" in out.output, out.output
 
 
-def test_an_erratum_once_committed_cannot_be_withdrawn(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_erratum_once_committed_cannot_be_withdrawn(toy, cli) -> None:
     path = _frozen(toy)
     _git(toy.root, "init", "-q")
     _git(toy.root, "add", "-A")
@@ -98,7 +98,7 @@ def _repo(project: Project) -> str:
     return _git(project.root, "rev-parse", "HEAD").strip()
 
 
-def _merge_side(project: Project, change) -> None:  # type: ignore[no-untyped-def]
+def _merge_side(project: Project, change) -> None:
     """Make `change` on a side branch and merge it into main with a merge commit (the way history hides it)."""
     _git(project.root, "checkout", "-q", "-b", "side")
     change()
@@ -110,7 +110,7 @@ def _merge_side(project: Project, change) -> None:  # type: ignore[no-untyped-de
     _git(project.root, "merge", "-q", "--no-ff", "-m", "merge side", "side")
 
 
-def test_a_lock_rewritten_on_a_side_branch_and_merged_is_caught(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_lock_rewritten_on_a_side_branch_and_merged_is_caught(toy, cli) -> None:
     _frozen(toy)
     _repo(toy)
 
@@ -124,7 +124,7 @@ def test_a_lock_rewritten_on_a_side_branch_and_merged_is_caught(toy, cli) -> Non
     assert out.exit_code == 1 and "toy-v1.lock.json was modified in commit" in out.output, out.output
 
 
-def test_an_erratum_removed_or_edited_on_a_side_branch_is_caught(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_erratum_removed_or_edited_on_a_side_branch_is_caught(toy, cli) -> None:
     path = _frozen(toy)
     _repo(toy)
     assert cli("protocol", "erratum", "toy-v1", "--text", "First difference.", "--where", "a.py").exit_code == 0
@@ -140,7 +140,7 @@ def test_an_erratum_removed_or_edited_on_a_side_branch_is_caught(toy, cli) -> No
     assert out.exit_code == 1 and "status.errata[0]" in out.output and "changed" in out.output, out.output
 
 
-def test_a_backdated_erratum_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_backdated_erratum_is_refused(toy, cli) -> None:
     path = _frozen(toy)
     doc = read(path)
     doc["status"] = {"stage": "frozen", "updatedOn": "2020-01-01", "errata": [{"found": "2020-01-01", "text": "x"}]}
@@ -149,7 +149,7 @@ def test_a_backdated_erratum_is_refused(toy, cli) -> None:  # type: ignore[no-un
     assert out.exit_code == 1 and "status/errata/0: dated 2020-01-01, before the freeze" in out.output, out.output
 
 
-def test_a_git_removed_lock_fails_and_a_shallow_clone_fails_unless_accepted(toy, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_git_removed_lock_fails_and_a_shallow_clone_fails_unless_accepted(toy, cli, tmp_path) -> None:
     path = _frozen(toy)
     _repo(toy)
     clone = tmp_path / "shallow"
@@ -178,7 +178,7 @@ def test_a_git_removed_lock_fails_and_a_shallow_clone_fails_unless_accepted(toy,
     assert out.exit_code == 1 and "toy-v1.lock.json was committed and is gone" in out.output, out.output
 
 
-def test_refrozen_entries_are_checked(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_refrozen_entries_are_checked(toy, cli) -> None:
     _frozen(toy)
     _repo(toy)
     lock = read(toy.lock_path("toy-v1"))
@@ -211,7 +211,7 @@ def test_refrozen_entries_are_checked(toy, cli) -> None:  # type: ignore[no-unty
     assert out.exit_code == 1 and "re-freezes are declared, never withdrawn" in out.output, out.output
 
 
-def test_a_refreeze_that_withdrew_a_hash_runs_used_is_refused(toy, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_refreeze_that_withdrew_a_hash_runs_used_is_refused(toy, cli) -> None:
     path = _frozen(toy)
     run_protocol(toy, "toy-v1")
     _repo(toy)

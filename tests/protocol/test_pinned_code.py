@@ -68,7 +68,7 @@ def test_the_lock_pins_every_component_the_protocol_uses(mine: Project) -> None:
     assert read(mine.lock_path("toy-v1"))["components"]["method:me.mine"]["sourceSha256"].startswith("sha256:")
 
 
-def test_an_edited_method_is_refused_then_runs_under_a_code_amendment_printed_first(mine: Project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_edited_method_is_refused_then_runs_under_a_code_amendment_printed_first(mine: Project, cli) -> None:
     _edit_method(mine)
     out = cli("run", "-p", "toy-v1")
     assert out.exit_code == 1 and "Traceback" not in out.output, out.output
@@ -98,7 +98,7 @@ def test_an_edited_method_is_refused_then_runs_under_a_code_amendment_printed_fi
     assert "`method:me.mine` amended" in md
 
 
-def test_records_of_unpinned_code_are_refused_by_the_gatekeeper(mine: Project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_records_of_unpinned_code_are_refused_by_the_gatekeeper(mine: Project, cli) -> None:
     run_protocol(mine, "toy-v1")
     _edit_method(mine)
     lock = read(mine.lock_path("toy-v1"))
@@ -110,7 +110,7 @@ def test_records_of_unpinned_code_are_refused_by_the_gatekeeper(mine: Project, c
     assert "method:me.mine: runs cand-s0, cand-s1, cand-s2 carry code sha256:" in out.output
 
 
-def test_a_lock_without_pins_keeps_working_and_its_report_says_not_pinned(mine: Project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_lock_without_pins_keeps_working_and_its_report_says_not_pinned(mine: Project, cli) -> None:
     lock = read(mine.lock_path("toy-v1"))
     del lock["components"]
     mine.lock_path("toy-v1").write_text(json.dumps(lock))

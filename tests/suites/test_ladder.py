@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -10,9 +11,10 @@ from cltoolkit.component_validation import load_protocol
 from cltoolkit.suites.ladder import rungs
 from cltoolkit.suites.ladder.analysis import ranks
 from cltoolkit.suites.ladder.methods import LinearModel
+from cltoolkit.suites.ladder.models import LadderProtocol
 from tests.conftest import REPO, read, write
 
-PROTOCOL = load_protocol(REPO / "protocols" / "ladder-v1.json").model
+PROTOCOL = cast(LadderProtocol, load_protocol(REPO / "protocols" / "ladder-v1.json").model)
 MODELS = {c.id: LinearModel(**c.hyperparameters) for c in PROTOCOL.comparisons if c.method == "ladder.linear"}  # type: ignore[arg-type]
 
 
@@ -73,7 +75,7 @@ def test_ranks_never_summed() -> None:
     assert ranks({"a": 0.1, "b": 0.3, "c": 0.1}) == {"a": 1, "b": 3, "c": 1}
 
 
-def test_end_to_end_and_declarative(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_end_to_end_and_declarative(project, cli) -> None:
     """ladder-v1 runs and reports; a second protocol with other coefficients, lengths and grid needs no code."""
     assert cli("protocol", "freeze", "ladder-v1").exit_code == 0
     assert cli("run", "-p", "ladder-v1").exit_code == 0

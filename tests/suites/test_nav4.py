@@ -4,6 +4,7 @@ cannot change the agent, the duplicate-layout freeze check, and a smoke test of 
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ pytest.importorskip("torch")
 import gymnasium as gym
 
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, TASKS, Nav4Env, fingerprint, grid_planes, solution
+from cltoolkit.suites.nav4.methods import UniformReplay
+from cltoolkit.suites.nav4.models import Nav4Protocol
 from tests.conftest import REPO, read, write
 
 
@@ -22,7 +25,7 @@ def test_layouts_are_solvable_and_the_planner_matches_minigrid(task: str) -> Non
     env = Nav4Env(task)
     for seed in range(25):
         env.reset(seed=seed)
-        plan = solution(env.grid, env.agent_pos, env.agent_dir)
+        plan = solution(env.grid, tuple(env.agent_pos), env.agent_dir)
         assert plan is not None and len(plan) == env.solution_length >= env.min_path
         for action in plan:  # the breadth-first plan, replayed in MiniGrid itself, reaches the goal
             _, reward, terminated, _, info = env.step(action)
@@ -62,8 +65,10 @@ def test_grid_planes_equal_minigrid_encoding(env_id: str) -> None:
     """The observation reads the grid without MiniGrid's encode: same object types and door states, cell by cell,
     through random episodes (keys picked up, doors opened, lava entered)."""
     import minigrid  # noqa: F401 - registers MiniGrid's environments
+    from minigrid.minigrid_env import MiniGridEnv
 
-    env = gym.make(env_id).unwrapped
+    env = cast(MiniGridEnv, gym.make(env_id).unwrapped)
+    actions = int(cast(gym.spaces.Discrete, env.action_space).n)
     rng = np.random.default_rng(0)
     for episode in range(15):
         env.reset(seed=episode)
@@ -71,7 +76,7 @@ def test_grid_planes_equal_minigrid_encoding(env_id: str) -> None:
             enc = env.grid.encode()
             types, states = grid_planes(env.grid)
             assert np.array_equal(types, enc[:, :, 0].T) and np.array_equal(states, enc[:, :, 2].T)
-            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(actions)))
             if terminated or truncated:
                 break
 
@@ -79,7 +84,7 @@ def test_grid_planes_equal_minigrid_encoding(env_id: str) -> None:
 def test_registered_with_gymnasium() -> None:
     env = gym.make("clt/Nav4-hazards-v0")
     _, info = env.reset(seed=0)
-    assert info["task"] == "hazards" and env.action_space.n == len(ACTIONS)
+    assert info["task"] == "hazards" and env.action_space == gym.spaces.Discrete(len(ACTIONS))
     env.close()
 
 
@@ -118,7 +123,7 @@ def _tiny(doc: dict, budget: int = 256) -> dict:  # type: ignore[type-arg]
     return doc
 
 
-def _goal_only(project, train_stop: int) -> None:  # type: ignore[no-untyped-def]
+def _goal_only(project, train_stop: int) -> None:
     path = project.protocol_path("nav4-v1")
     doc = _tiny(read(path))
     doc["environment"]["tasks"] = [t for t in doc["environment"]["tasks"] if t["id"] == "goal"]
@@ -131,7 +136,7 @@ def _goal_only(project, train_stop: int) -> None:  # type: ignore[no-untyped-def
     write(path, doc)
 
 
-def test_held_out_layouts_skip_layouts_seen_in_training(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_held_out_layouts_skip_layouts_seen_in_training(project, cli) -> None:
     _goal_only(project, 3000)
     assert cli("protocol", "freeze", "nav4-v1").exit_code == 0
     manifest = json.loads((project.root / "registry" / "locks" / "nav4-v1.splits.json").read_text())
@@ -140,13 +145,13 @@ def test_held_out_layouts_skip_layouts_seen_in_training(project, cli) -> None:  
     assert goal["test"]["skippedAsSeen"] > 0 and len(set(goal["test"]["fingerprints"])) == 100
 
 
-def test_freeze_refuses_test_layouts_seen_in_training(project, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_freeze_refuses_test_layouts_seen_in_training(project, cli, monkeypatch) -> None:
     from cltoolkit.suites.nav4 import layouts
 
     _goal_only(project, 50)
     real = layouts.held_out_layouts
 
-    def leaky(protocol, task, *args):  # type: ignore[no-untyped-def]
+    def leaky(protocol, task, *args):
         held = real(protocol, task, *args)
         return {**held, "test": [0, *held["test"][1:]]}  # seed 0 is a training layout
 
@@ -156,7 +161,7 @@ def test_freeze_refuses_test_layouts_seen_in_training(project, cli, monkeypatch)
     assert not project.lock_path("nav4-v1").exists()
 
 
-def test_smoke_pilot_freeze_run_report(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_smoke_pilot_freeze_run_report(project, cli) -> None:
     path = project.protocol_path("nav4-v1")
     doc = _tiny(read(path))
     doc["seeds"]["stages"][0]["seeds"] = [0, 1]
@@ -223,8 +228,8 @@ def test_seed_level_sensitivity_pairs_by_seed_and_order_and_averages_orders_per_
 def test_two_orders_of_one_seed_share_streams_in_v1_and_not_in_v2() -> None:
     from cltoolkit.component_validation import load_protocol
 
-    v1 = load_protocol(REPO / "protocols" / "nav4-v1.json").model
-    v2 = load_protocol(REPO / "protocols" / "nav4-v2.json").model
+    v1 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v1.json").model)
+    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json").model)
     assert v1.stream_seed(3, "o1") == v1.stream_seed(3, "o2") == 3  # nav4-v1 as frozen and run
     assert len({v2.stream_seed(3, o) for o in ("o1", "o2", "o3")}) == 3
     assert v2.stream_seed(3, "o1") == v2.stream_seed(3, "o1")  # deterministic
@@ -238,13 +243,13 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     from cltoolkit.suites.nav4.agent import Learner, Ledger
     from cltoolkit.suites.nav4.suite import make_method
 
-    v2 = load_protocol(REPO / "protocols" / "nav4-v2.json").model
+    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json").model)
     comp = v2.comparison("candidate")
-    method = make_method(comp.method, comp.hyperparameters)
+    method = cast(UniformReplay, make_method(comp.method, comp.hyperparameters))
     assert method.params.cloneFrom == "completed-phases"
     canvas = 2 * v2.environment.gridSize - 3
     agent = Learner(method.params, canvas, 0, Ledger(), method)
-    v1_method = make_method(comp.method, {**comp.hyperparameters, "cloneFrom": "all-memory"})
+    v1_method = cast(UniformReplay, make_method(comp.method, {**comp.hyperparameters, "cloneFrom": "all-memory"}))
     n = 6
     batch = {
         "obs": torch.zeros((n, len(CHANNELS), canvas, canvas)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from cltoolkit.suites.sessions.models import SessionsProtocol
 from cltoolkit.suites.sessions.suite import SessionsSuite
 from tests.conftest import REPO, read
 
-PROTOCOL = load_protocol(REPO / "protocols" / "sessions-v1.json").model
+PROTOCOL = cast(SessionsProtocol, load_protocol(REPO / "protocols" / "sessions-v1.json").model)
 assert isinstance(PROTOCOL, SessionsProtocol)
 
 
@@ -60,7 +61,7 @@ def test_knn_standardization_is_fitted_on_training_rows_only() -> None:
     model.fit(rows, train)
     (scaler,) = model.preprocessing()
     scaler.check(train)
-    assert np.array_equal(scaler.fitted_rows, train)
+    assert scaler.fitted_rows is not None and np.array_equal(scaler.fitted_rows, train)
     assert model.predict(rows, np.arange(500, 510)).shape == (10,)
 
 
@@ -112,7 +113,7 @@ def test_gate_direction_against_metric_warns() -> None:
     assert any("/gates/0/comparator" in w and "better when lower" in w for w in warnings)
 
 
-def test_workflow_pilot_plan_freeze_run_report(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_workflow_pilot_plan_freeze_run_report(project, cli) -> None:
     # a pilot stage is run with --pilot only
     refused = cli("run", "--protocol", "sessions-v1", "--stage", "pilot")
     assert refused.exit_code == 1 and "draft" in refused.output
@@ -151,7 +152,7 @@ def test_workflow_pilot_plan_freeze_run_report(project, cli) -> None:  # type: i
     assert read(project.root / "protocols" / "sessions-v1.json")["status"]["stage"] == "reported"
 
 
-def test_official_run_of_pilot_stage_refused(project, cli) -> None:  # type: ignore[no-untyped-def]
+def test_official_run_of_pilot_stage_refused(project, cli) -> None:
     assert cli("protocol", "freeze", "sessions-v1").exit_code == 0
     out = cli("run", "--protocol", "sessions-v1", "--stage", "pilot")
     assert out.exit_code == 1 and "is a pilot stage; run it with --pilot" in out.output

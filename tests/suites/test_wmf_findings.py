@@ -22,11 +22,11 @@ AXIS = ["finetuning", "replay-infinite", "ewc", "progressive-nets"]
 
 
 @pytest.fixture(scope="module")
-def seed_runs():  # type: ignore[no-untyped-def]
+def seed_runs():
     return load_reference(ROOT / "reference" / "wmf-seed000-metrics.json")
 
 
-def test_the_seed_first_finding_is_recomputed_from_its_stored_runs(seed_runs) -> None:  # type: ignore[no-untyped-def]
+def test_the_seed_first_finding_is_recomputed_from_its_stored_runs(seed_runs) -> None:
     sp = findings([], seed_runs, AXIS)["spearman"]["seedAllCells"]
     # seed 000's paper: 0.00 for the label, 0.58 (d_trans) and 0.43 (task-B difficulty) over the nine cells
     assert round(sp["level"]["rho"], 2) == 0.0 and sp["level"]["n"] == 9
@@ -46,7 +46,7 @@ def test_exact_spearman_p_is_the_share_of_orders_at_least_as_extreme() -> None:
     assert exact_spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])["rho"] is None  # no spread: undefined, not 0
 
 
-def test_three_of_the_seed_own_runs_rank_methods_like_all_of_them_only_sometimes(seed_runs) -> None:  # type: ignore[no-untyped-def]
+def test_three_of_the_seed_own_runs_rank_methods_like_all_of_them_only_sometimes(seed_runs) -> None:
     cal = ranking_calibration(seed_runs, ["minigrid-max", "gym-min"], draws=300)
     assert set(cal) == {"minigrid-max", "gym-min"}
     for cell in cal.values():
