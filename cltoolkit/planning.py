@@ -68,6 +68,26 @@ class GatePlan:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class PilotPlan:
+    """`clt plan --from-pilot`: sigma_D per declared gate from a pilot store, with the replicates each needs (field
+    names are the `--json` keys)."""
+
+    protocol: str
+    pilotStore: str
+    pilotStages: list[str]
+    pilotReplicates: int
+    targetPower: float
+    declaredReplicates: int
+    reportedStage: str
+    familySize: int
+    gates: list[GatePlan]
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def reported_stage(protocol: ProtocolBase) -> str:
     """The stage whose report carries the confirmatory decisions: the last confirmatory stage (stages run in
     order), else the last stage."""
@@ -210,7 +230,7 @@ def _values(
     return np.array([mv[k] - rv[k] for k in sorted(set(mv) & set(rv))])
 
 
-def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> dict[str, Any]:
+def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> PilotPlan:
     """sigma_D per declared gate (and task) from completed pilot runs, with the replicates each needs."""
     regs = registries(project.components_file)
     loaded = load_protocol(project.resolve_protocol(ref), regs)
@@ -229,20 +249,13 @@ def pilot_plan(project: Project, ref: str, *, pilot_hash: str | None = None) -> 
             sd = float(x.std(ddof=1)) if x.size >= 2 else None
             source = f"pilot store {key} ({x.size} replicates)"
             plans.append(gate_plan(protocol, gate, scope, sd, source, int(x.size), n_declared, tasks))
-    return {
-        "protocol": loaded.id,
-        "pilotStore": key,
-        "pilotStages": stages,
-        "pilotReplicates": len(seeds),
-        "targetPower": protocol.analysis.targetPower,
-        "declaredReplicates": n_declared,
-        "reportedStage": reported_stage(protocol),
-        "familySize": family_size(protocol, tasks),
-        "gates": [p.as_dict() for p in plans],
-        "note": "Planning, not inference: the pilot SD is uncertain (explore larger values); confirmatory gates use "
-        f"alpha / m with m = {family_size(protocol, tasks)} hypotheses in the Holm family (first Holm step), at the "
-        f"replicates of stage {reported_stage(protocol)!r}.",
-    }
+    m, stage = family_size(protocol, tasks), reported_stage(protocol)
+    note = (
+        "Planning, not inference: the pilot SD is uncertain (explore larger values); confirmatory gates use "
+        f"alpha / m with m = {m} hypotheses in the Holm family (first Holm step), at the replicates of stage {stage!r}."
+    )
+    target = protocol.analysis.targetPower
+    return PilotPlan(loaded.id, key, stages, len(seeds), target, n_declared, stage, m, plans, note)
 
 
 def freeze_power_warnings(project: Project, loaded: LoadedProtocol) -> list[str]:

@@ -40,30 +40,27 @@ def power(
 
         out = pilot_plan(project(), protocol, pilot_hash=pilot_hash)
         if json_out:
-            print_json(out)
+            print_json(out.as_dict())
             return
         typer.echo(
-            f"{out['protocol']}: pilot store {out['pilotStore']} (stages {', '.join(out['pilotStages'])}, "
-            f"{out['pilotReplicates']} replicates); declared {out['declaredReplicates']} replicates, target power "
-            f"{out['targetPower']}"
+            f"{out.protocol}: pilot store {out.pilotStore} (stages {', '.join(out.pilotStages)}, "
+            f"{out.pilotReplicates} replicates); declared {out.declaredReplicates} replicates, target power "
+            f"{out.targetPower}"
         )
-        for g in out["gates"]:
-            sd = "n/a" if g["sd"] is None else f"{g['sd']:.4g}"
-            line = (
-                f"  {g['gate']} [{g['scope']}] {g['test']}: sigma_D = {sd} from {g['pilotReplicates']} pilot replicates"
-            )
-            if g["delta"] is None:
+        for g in out.gates:
+            sd = "n/a" if g.sd is None else f"{g.sd:.4g}"
+            line = f"  {g.gate} [{g.scope}] {g.test}: sigma_D = {sd} from {g.pilotReplicates} pilot replicates"
+            if g.delta is None:
                 line += "; no delta declared, so no replicate count"
-            elif g["neededExact"] is not None:
+            elif g.neededExact is not None:
                 line += (
-                    f"; delta {g['delta']}, alpha {g['alpha']:.4g} ({g['sides']}-sided): need {g['neededExact']} "
-                    f"(exact {g['decidedBy']})"
-                    + ("" if g["neededNormal"] is None else f", {g['neededNormal']} (normal)")
-                    + f"; power at declared {g['declaredReplicates']}: "
-                    f"{g['powerAtDeclared']:.3f}"
+                    f"; delta {g.delta}, alpha {g.alpha:.4g} ({g.sides}-sided): need {g.neededExact} "
+                    f"(exact {g.decidedBy})"
+                    + ("" if g.neededNormal is None else f", {g.neededNormal} (normal)")
+                    + f"; power at declared {g.declaredReplicates}: {g.powerAtDeclared:.3f}"
                 )
             typer.echo(line)
-        typer.echo(out["note"])
+        typer.echo(out.note)
         return
     if sigma is None or delta is None:
         raise InputError("give --sigma and --delta, or --protocol <id> --from-pilot")

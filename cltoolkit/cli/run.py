@@ -179,19 +179,18 @@ def register(app: typer.Typer) -> None:
 
         grid = grid_status(project(), protocol, stage=stage, pilot=pilot)
         if json_out:
-            print_json(grid)
+            print_json(grid.as_dict())
             return
-        if grid["note"]:
-            typer.echo(f"note: {grid['note']}", err=True)
+        if grid.note:
+            typer.echo(f"note: {grid.note}", err=True)
         typer.echo(
-            f"{grid['protocol']} ({grid['sha256'][:19]}...), stage {grid['stage']}{' (pilot store)' if pilot else ''}: "
-            + ", ".join(f"{k} {v}" for k, v in grid["counts"].items() if v)
+            f"{grid.protocol} ({grid.sha256[:19]}...), stage {grid.stage}{' (pilot store)' if pilot else ''}: "
+            + ", ".join(f"{k} {v}" for k, v in grid.counts.items() if v)
         )
-        seeds = grid["seeds"]
+        seeds = grid.seeds
         rows: dict[str, dict[int, str]] = {}
-        for run in grid["runs"]:
-            label = "/".join(x for x in (run["comparison"], run["cell"], run["order"]) if x)
-            rows.setdefault(label, {})[run["seed"]] = STATE_LETTERS[run["state"]]
+        for run in grid.runs:
+            rows.setdefault(run.row, {})[run.seed] = STATE_LETTERS[run.state]
         width = max(len(r) for r in rows) if rows else 10
         typer.echo(" " * width + "  " + " ".join(f"{s:>3}" for s in seeds))
         for label, states in rows.items():
@@ -204,10 +203,10 @@ def register(app: typer.Typer) -> None:
                 else ("raw per-run scores (results come only from `clt report`)")
             )
             typer.echo(f"\n{label}")
-            for run in grid["runs"]:
-                if run["scores"]:
+            for run in grid.runs:
+                if run.scores:
                     parts = []
-                    for key, value in run["scores"].items():
+                    for key, value in run.scores.items():
                         if isinstance(value, dict):
                             value = (
                                 "{"
@@ -219,4 +218,4 @@ def register(app: typer.Typer) -> None:
                         elif isinstance(value, float):
                             value = f"{value:.3f}"
                         parts.append(f"{key.split('.', 1)[-1]} {value}")
-                    typer.echo(f"  {run['runId']}: " + "; ".join(parts))
+                    typer.echo(f"  {run.runId}: " + "; ".join(parts))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from cltoolkit.registry import registries
 from cltoolkit.run.store import RunStore
 from cltoolkit.run.trust import planned_points, record_problems
 
-__all__ = ["STATE_LETTERS", "grid_status", "seal_store"]
+__all__ = ["STATE_LETTERS", "GridStatus", "RunState", "grid_status", "seal_store"]
 
 STATE_LETTERS = {
     "completed": "ok",
@@ -32,7 +33,48 @@ folder holding another run's record, unsealed, a spec or values that disagree wi
 of other protocol content), `missing`."""
 
 
-def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunState:
+    """One planned run's state in the store (field names are the `clt status --json` keys)."""
+
+    runId: str
+    comparison: str
+    cell: str | None
+    order: str | None
+    seed: int
+    state: str
+    """One of STATE_LETTERS' keys."""
+    reason: str
+    attempts: int
+    scores: dict[str, Any]
+    """Raw declared scores of a completed run (never results)."""
+
+    @property
+    def row(self) -> str:
+        """The run's row in the grid: comparison / cell / order."""
+        return "/".join(x for x in (self.comparison, self.cell, self.order) if x)
+
+
+@dataclass(frozen=True)
+class GridStatus:
+    """A stage's grid with each run's state (field names are the `clt status --json` keys)."""
+
+    note: str
+    """Why the states may mislead (the protocol changed since it was frozen), or empty."""
+    protocol: str
+    sha256: str
+    stage: str
+    store: str
+    pilot: bool
+    seeds: list[int]
+    counts: dict[str, int]
+    runs: list[RunState]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: bool = False) -> GridStatus:
     regs = registries(project.components_file)
     loaded = load_protocol(project.resolve_protocol(ref), regs)
     digest = protocol_hash(loaded.document)
@@ -64,19 +106,11 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
             {k: v for k, v in rec.metrics.items() if k in declared} if rec is not None and state == "completed" else {}
         )
         runs.append(
-            {
-                "runId": point.run_id,
-                "comparison": point.comparison,
-                "cell": point.cell,
-                "order": point.order,
-                "seed": point.seed,
-                "state": state,
-                "reason": reason,
-                "attempts": attempts,
-                "scores": scores,
-            }
+            RunState(
+                point.run_id, point.comparison, point.cell, point.order, point.seed, state, reason, attempts, scores
+            )
         )
-    counts = {state: sum(1 for r in runs if r["state"] == state) for state in STATE_LETTERS}
+    counts = {state: sum(1 for r in runs if r.state == state) for state in STATE_LETTERS}
     from cltoolkit.protocol.lock import read_lock
 
     lock = None if pilot else read_lock(project, loaded.id)
@@ -87,17 +121,8 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
             f"of the frozen content show as foreign (X). Undo the edit with `clt protocol restore {loaded.id}`, or "
             f"move it to a new version with `clt protocol bump {loaded.id}`"
         )
-    return {
-        "note": note,
-        "protocol": loaded.id,
-        "sha256": digest,
-        "stage": st.id,
-        "store": str(store.folder),
-        "pilot": pilot,
-        "seeds": sorted({r["seed"] for r in runs}),
-        "counts": counts,
-        "runs": runs,
-    }
+    seeds = sorted({r.seed for r in runs})
+    return GridStatus(note, loaded.id, digest, st.id, str(store.folder), pilot, seeds, counts, runs)
 
 
 def seal_store(project: Project, ref: str, *, pilot: bool = False) -> tuple[int, int]:
