@@ -4,7 +4,7 @@ the records used (run id -> seal). Which records can be used at all is `cltoolki
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cltoolkit.errors import Refusal
@@ -46,12 +46,22 @@ def check_component_code(records: Sequence[RunRecord], allow_mixed: bool, where:
     return lines
 
 
+NOW = "(this report)"
+"""Stands for the code that runs while the report is computed (the suite's analysis) among the records' run ids."""
+
+
 def check_pinned_code(
-    records: Sequence[RunRecord], lock: Lock, status: Status | None, allow_mixed: bool, where: str
+    records: Sequence[RunRecord],
+    lock: Lock,
+    status: Status | None,
+    allow_mixed: bool,
+    where: str,
+    reporting: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, CodeState], list[str]]:
-    """Each component's code in the records against the code the lock pinned: `<kind>:<name>` -> as frozen |
-    amended | differs (empty for a lock that pins no code). Records whose code is neither pinned nor amended are
-    refused unless `allow_mixed`; then each is returned as a line to be shown in red."""
+    """Each component's code in the records, and the code computing this report (`reporting`: `<kind>:<name>` ->
+    source digest, the suite's analysis), against the code the lock pinned: `<kind>:<name>` -> as frozen |
+    amended | differs (empty for a lock that pins no code). Code that is neither pinned nor amended is refused
+    unless `allow_mixed`; then each is returned as a line to be shown in red."""
     if lock.components is None:
         return {}, []
     amendments = status.codeAmendments if status else []
@@ -59,6 +69,9 @@ def check_pinned_code(
     for rec in records:
         for name, source in (rec.provenance.components or {}).items():
             digests.setdefault(name, {}).setdefault(source.sourceSha256, []).append(rec.runId)
+    for name, digest in (reporting or {}).items():
+        if name in lock.components:
+            digests.setdefault(name, {}).setdefault(digest, []).append(NOW)
     states: dict[str, CodeState] = {}
     lines = []
     for name, by_digest in sorted(digests.items()):
@@ -67,11 +80,18 @@ def check_pinned_code(
         accepted = accepted_code(lock.components, amendments, name)
         for digest, ids in sorted(by_digest.items()):
             if digest not in accepted:
-                runs = ", ".join(sorted(ids)[:3]) + ("..." if len(ids) > 3 else "")
                 pinned = pin.sourceSha256 if pin else "nothing for it"
-                lines.append(
-                    f"{name}: runs {runs} carry code {digest}; the lock pinned {pinned}, no amendment covers it"
-                )
+                runs = [i for i in sorted(ids) if i != NOW]
+                if NOW in ids:
+                    lines.append(
+                        f"{name}: the code computing this report is {digest}; the lock pinned {pinned}, no amendment "
+                        "covers it"
+                    )
+                if runs:
+                    shown = ", ".join(runs[:3]) + ("..." if len(runs) > 3 else "")
+                    lines.append(
+                        f"{name}: runs {shown} carry code {digest}; the lock pinned {pinned}, no amendment covers it"
+                    )
     if lines and not allow_mixed:
         raise Refusal(
             f"{where}: records were made by code that differs from the code pinned at freezing:\n"

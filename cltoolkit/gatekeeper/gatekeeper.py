@@ -25,6 +25,7 @@ from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import RESULTS_VERSION, BudgetCheck, GateResult, Results, RunCounts, RunSummary
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
+from cltoolkit.run.provenance import component_source
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, replicate_key
 from cltoolkit.run.store import RunStore
@@ -150,7 +151,12 @@ def gatekeep(
     by_id = {r.runId: r for r in records}
     used = [by_id[p.run_id] for p in points if p.run_id in by_id]
     mixed_code = check_component_code(used, allow_mixed_code, where)
-    code_states, unpinned = check_pinned_code(used, lock, protocol.status, allow_mixed_code, where)
+    reporting = {}
+    if suite.analysis:  # the analysis computes the results now: its code is the evaluator's too
+        reporting[f"analysis:{suite.analysis}"] = str(
+            component_source(regs.analysis.target(suite.analysis))["sourceSha256"]
+        )
+    code_states, unpinned = check_pinned_code(used, lock, protocol.status, allow_mixed_code, where, reporting)
     mixed_code += unpinned
     excluded: dict[str, str] = {}
     for rule in protocol.analysis.exclusions:

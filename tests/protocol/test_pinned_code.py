@@ -129,3 +129,50 @@ def test_every_committed_report_of_an_unpinned_lock_says_so() -> None:
         report = REPO / "reports" / pid / "report.md"
         if "components" not in read(lock_file) and report.is_file():
             assert "Evaluator code: not pinned" in report.read_text(), pid
+
+
+ANALYSIS = '''
+from tests.toy_suite import ToyAnalysis
+
+
+class MyAnalysis(ToyAnalysis):
+    """A user's analysis, in the project folder."""
+'''
+
+
+def test_an_analysis_edited_after_the_runs_is_refused_at_report_time_then_amended(
+    toy: Project, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The analysis computes the results when `clt report` runs: records made by the frozen code are not enough
+    when the code computing the report is not the frozen one."""
+    mine = toy
+    (mine.root / "myanalysis.py").write_text(ANALYSIS)
+    monkeypatch.syspath_prepend(str(mine.root))
+    monkeypatch.delitem(sys.modules, "myanalysis", raising=False)
+    monkeypatch.setenv("PYTHONPATH", f"{mine.root}:{Path(__file__).resolve().parents[2]}")
+    write(mine.components_file, {**COMPONENTS, "analysis": {"toy": "myanalysis:MyAnalysis"}})
+    write(mine.protocol_path("toy-v1"), toy_protocol(seeds=3))
+    reset_registries()
+    freeze(mine, "toy-v1")
+    lock = read(mine.lock_path("toy-v1"))
+    assert lock["components"]["analysis:toy"]["target"] == "myanalysis:MyAnalysis"
+    assert cli("run", "-p", "toy-v1").exit_code == 0
+    assert cli("report", "-p", "toy-v1").exit_code == 0  # the frozen analysis: reported
+    assert read(mine.protocol_path("toy-v1"))["results"]["componentCode"]["analysis:toy"] == "as frozen"
+
+    (mine.root / "myanalysis.py").write_text(ANALYSIS + "\n# a new report section, after the runs\n")
+    from cltoolkit.run import provenance
+
+    provenance._source_digest.cache_clear()
+    out = cli("report", "-p", "toy-v1")
+    assert out.exit_code == 1 and "Traceback" not in out.output, out.output
+    assert "analysis:toy: the code computing this report is sha256:" in out.output
+    assert "no amendment covers it" in out.output
+
+    reason = "a report section added after the runs"
+    out = cli("protocol", "amend-code", "toy-v1", "--component", "analysis:toy", "--reason", reason)
+    assert out.exit_code == 0, out.output
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    assert read(mine.protocol_path("toy-v1"))["results"]["componentCode"]["analysis:toy"] == "amended"
+    top = (mine.reports_dir / "toy-v1" / "report.md").read_text().split("## ", 1)[0]
+    assert reason in top
