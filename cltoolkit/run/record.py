@@ -196,6 +196,19 @@ class RunRecord(Strict):
     provenance: Provenance
     """Provenance."""
 
+    def number(self, key: str) -> float:
+        """A metric the driver wrote as one number; a TypeError names the run and the key otherwise."""
+        value = self.metrics.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{self.runId}: metrics.{key} is {type(value).__name__}, not a number")
+        return float(value)
+
+    def section(self, key: str) -> dict[str, Any] | None:
+        """A metric the driver wrote as a JSON object (per-task values, curves, a matrix), read as written; None
+        where the run has none."""
+        value = self.metrics.get(key)
+        return value if isinstance(value, dict) else None
+
 
 def record_seal(data: dict[str, Any]) -> str:
     """The seal of a record's JSON object: SHA-256 of its RFC 8785 bytes without the `seal` key."""

@@ -84,7 +84,7 @@ class LadderAnalysis(Analysis):
 
         def mean(comp: str, metric: str) -> float:
             """The rung's raw value: the mean over every seed of the comparison (never one seed's)."""
-            return float(np.mean([float(r.metrics[metric]) for r in runs[comp]]))  # type: ignore[arg-type]
+            return float(np.mean([r.number(metric) for r in runs[comp]]))
 
         metric_ids = _metric_ids(protocol)
         competitors = [c.id for c in protocol.comparisons if c.diagnostic is None]
@@ -136,7 +136,7 @@ class LadderAnalysis(Analysis):
 
     @staticmethod
     def _paired_se(by_comp: dict[str, RunRecord], comps: list[str]) -> dict[str, float]:
-        losses = {c: np.asarray(by_comp[c].metrics["oneStep"]["losses"], dtype=float) for c in comps}  # type: ignore[index,call-overload]
+        losses = {c: np.asarray((by_comp[c].section("oneStep") or {})["losses"], dtype=float) for c in comps}
         out = {}
         for i, a in enumerate(comps):
             for b in comps[i + 1 :]:
@@ -218,12 +218,12 @@ class LadderAnalysis(Analysis):
             fig, ax = plt.subplots(figsize=(8, 3.8))
             seen: set[str] = set()
             for rec in ordered:
-                loop = rec.metrics.get(key)
-                if isinstance(loop, dict):
+                loop = rec.section(key)
+                if loop is not None:
                     comp = rec.spec.comparison
                     label = None if comp in seen else comp  # one legend entry per comparison, not per run
                     seen.add(comp)
-                    ax.plot(range(1, len(loop["states"]) + 1), loop["states"], color=colors.get(comp), label=label)  # type: ignore[arg-type]
+                    ax.plot(range(1, len(loop["states"]) + 1), loop["states"], color=colors.get(comp), label=label)
             ax.axhline(protocol.rungs.control.target, color="k", lw=0.8, ls="--", label="target s*")
             ax.set_xlabel("step")
             ax.set_ylabel("state")
@@ -234,13 +234,13 @@ class LadderAnalysis(Analysis):
         first = True
         seen = set()
         for rec in ordered:
-            roll = rec.metrics.get("rollout")
-            if isinstance(roll, dict):
+            roll = rec.section("rollout")
+            if roll is not None:
                 if first:
-                    ax.plot(roll["trueTrajectory"], "k--", label="true (noiseless)")  # type: ignore[arg-type]
+                    ax.plot(roll["trueTrajectory"], "k--", label="true (noiseless)")
                     first = False
                 comp = rec.spec.comparison
-                ax.plot(roll["trajectory"], color=colors.get(comp), label=None if comp in seen else comp)  # type: ignore[arg-type]
+                ax.plot(roll["trajectory"], color=colors.get(comp), label=None if comp in seen else comp)
                 seen.add(comp)
         ax.set_ylim(-0.5, 4)
         ax.set_xlabel("step")

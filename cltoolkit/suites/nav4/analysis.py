@@ -7,7 +7,7 @@ retention metrics are undefined (left out, never filled with zeros)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.stats.paired import t_interval
 from cltoolkit.suites.nav4 import metrics as m
+from cltoolkit.suites.nav4.models import Nav4Protocol
 
 __all__ = ["METRICS", "Nav4Analysis", "matrix_value", "run_values"]
 
@@ -39,10 +40,10 @@ _VALUE = {
 
 
 def _matrix(rec: RunRecord) -> tuple[list[str], list[str], np.ndarray] | None:
-    sm = rec.metrics.get("successMatrix")
-    if not isinstance(sm, dict):
+    sm = rec.section("successMatrix")
+    if sm is None:
         return None
-    return list(sm["tasks"]), list(sm["phases"]), np.asarray(sm["values"], dtype=float)  # type: ignore[arg-type]
+    return list(sm["tasks"]), list(sm["phases"]), np.asarray(sm["values"], dtype=float)
 
 
 def run_values(rec: RunRecord, metric: str, scope: str) -> float | None:
@@ -104,19 +105,19 @@ class Nav4Analysis(Analysis):
     def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
         comps: dict[str, Any] = {}
         for comp in protocol.comparisons:
-            recs = sorted(
-                (r for r in records if r.spec.comparison == comp.id and _matrix(r) is not None),
-                key=lambda r: (r.spec.order or "", r.spec.seed),
+            with_matrix = sorted(
+                ((r, found) for r in records if r.spec.comparison == comp.id and (found := _matrix(r)) is not None),
+                key=lambda pair: (pair[0].spec.order or "", pair[0].spec.seed),
             )
-            if not recs:
+            if not with_matrix:
                 continue
-            tasks = _matrix(recs[0])[0]  # type: ignore[index]
+            recs = [r for r, _ in with_matrix]
+            tasks = with_matrix[0][1][0]
             per_task = {}
             for task in tasks:
                 imm = [run_values(r, m.ImmediateSuccess.id, task) for r in recs]
                 fin = []
-                for r in recs:
-                    t, _, mat = _matrix(r)  # type: ignore[misc]
+                for _, (t, _, mat) in with_matrix:
                     fin.append(float(mat[-1, t.index(task)]))
                 per_task[task] = {
                     "immediate": imm,
@@ -130,14 +131,14 @@ class Nav4Analysis(Analysis):
                 "runs": [r.runId for r in recs],
                 "orders": [r.spec.order for r in recs],
                 "seeds": [r.spec.seed for r in recs],
-                "taskOrders": {r.spec.order or "": _matrix(r)[0] for r in recs},  # type: ignore[index]
+                "taskOrders": {r.spec.order or "": mat[0] for r, mat in with_matrix},
                 "perTask": per_task,
                 "metrics": metric_values,
                 "parameters": sorted({r.budget.parameters for r in recs if r.budget.parameters}),
                 "memory": None if with_memory is None else with_memory.metrics["memory"],
                 "memoryRun": None if with_memory is None else with_memory.runId,
                 "trainingSeconds": [r.metrics.get("trainingSeconds") for r in recs],
-                "evaluationPolicy": protocol.evaluation.policy,  # type: ignore[attr-defined]
+                "evaluationPolicy": cast(Nav4Protocol, protocol).evaluation.policy,
             }
         return {
             "comparisons": comps,
