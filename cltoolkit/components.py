@@ -243,7 +243,7 @@ class Suite(ABC):
 class Executor(ABC):
     """Runs prepared run specs and yields their results as they finish.
 
-    Contract (tests/test_executors.py runs it against every executor): the driver alone decides what runs and
+    Contract (tests/run/test_executors.py runs it against every executor): the driver alone decides what runs and
     writes records; an executor never retries a Python exception (`failed`), retries a dead process (`crashed`)
     up to `job.resources.max_attempts` in all, stops a run past `job.resources.timeout_s` (`timeout`), counts every
     attempt, and yields exactly one result per job.

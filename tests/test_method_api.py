@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli.test_tutorial import wheel_env  # noqa: F401 - the fixture: a wheel of this checkout, installed
 from tests.conftest import REPO
-from tests.test_tutorial import wheel_env  # noqa: F401 - the fixture: a wheel of this checkout, installed
 
 pytest.importorskip("torch")
 pytest.importorskip("minigrid")
