@@ -1,5 +1,9 @@
 """The protocol envelope (DESIGN.md section 2). Suites subclass `ProtocolBase` to add their typed sections
-(`environment`, `tasks`, `families`, ...) and fix `suite` to a literal."""
+(`environment`, `tasks`, `families`, ...) and fix `suite` to a literal.
+
+One module although it is long: it is the envelope's schema (`schemas/protocol.schema.json` is generated from it),
+and its cross-field checks (gates against comparisons, stages against seeds, claims against evaluation sets) read
+neighbouring models; split, a reader would check one field against three files."""
 
 from __future__ import annotations
 

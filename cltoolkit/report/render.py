@@ -9,11 +9,12 @@ from typing import Any
 
 from cltoolkit._io import atomic_write_text
 from cltoolkit.project import Project
-from cltoolkit.protocol.costs import TABLE_QUANTITIES, ResourceCosts
+from cltoolkit.protocol.costs import ResourceCosts
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
+from cltoolkit.report.checklist import commit_lines, compute_lines, split_lines
 from cltoolkit.report.figures import figures as report_figures
 from cltoolkit.report.figures import png
 from cltoolkit.report.format import decision_text, fmt, interval_text, p_text, permutation_text
@@ -234,7 +235,7 @@ def report_page(
         "## Reporting checklist",
         "",
         f"- Artifacts: protocol `{p.id}` at `{r.protocolSha256}`; toolkit {', '.join(r.toolkitVersions) or '-'}; "
-        f"git commits {', '.join(_commits(records)) or 'not recorded'}.",
+        f"git commits {', '.join(commit_lines(records)) or 'not recorded'}.",
         "- Seeds and stages: "
         + "; ".join(
             f"{s.id}: seeds {fmt(s.seeds)}" + (f", task orders {', '.join(s.orders)}" if s.orders else "")
@@ -243,7 +244,7 @@ def report_page(
         + ".",
         "- Generator seed ranges: "
         f"{', '.join(f'{k} [{v.start}, {v.stop})' for k, v in p.seeds.splits.items()) or 'none declared'}.",
-        *_split_lines(records, loaded.path.resolve().parent.parent / "registry" / "locks" / f"{p.id}.splits.json"),
+        *split_lines(records, loaded.path.resolve().parent.parent / "registry" / "locks" / f"{p.id}.splits.json"),
         f"- Budget declared: {p.budget.fairness or '-'}",
         f"- Search record: hyperparameters as declared in the protocol's comparisons; {len(p.comparisons)} "
         "comparison(s).",
@@ -255,7 +256,7 @@ def report_page(
         + (" (see the top)." if p.status and p.status.errata else "."),
         f"- Outside scope: {'; '.join(p.outsideScope) or '-'}.",
         "",
-        *_compute_lines(costs),
+        *compute_lines(costs),
     ]
     return Page((*blocks, *parse_markdown(lines)))
 
@@ -326,104 +327,11 @@ def _reused_lines(r: Results, records: Sequence[RunRecord]) -> list[str]:
         lines.append(
             f"**Reused records:** {len(recs)} of the {len(records)} records these gates use were produced for stage "
             f"`{stage}`" + (f" (task orders {', '.join(orders)}" if orders else " (") + f"; seeds {fmt(seeds)}; "
-            f"commits {', '.join(_commits(recs)) or 'not recorded'}): "
+            f"commits {', '.join(commit_lines(recs)) or 'not recorded'}): "
             + ", ".join(x.runId for x in sorted(recs, key=lambda x: x.runId))
             + ". They are the same planned runs of the same frozen protocol, so the plan counts them here."
         )
     return [*lines, ""] if lines else []
-
-
-def _commits(records: Sequence[RunRecord]) -> list[str]:
-    """The git commits the records were produced at (12 characters, +dirty for an uncommitted checkout)."""
-    return sorted(
-        {
-            x.provenance.gitCommit[:12] + ("+dirty" if x.provenance.gitDirty else "")
-            for x in records
-            if x.provenance.gitCommit
-        }
-    )
-
-
-def _split_lines(records: Sequence[RunRecord], frozen: Path | None = None) -> list[str]:
-    """Realized split manifests per evaluation set: hashes, rows and independent units (apart)."""
-    sets: dict[str, list[Any]] = {}
-    for rec in records:
-        for set_id, man in rec.splits.items():
-            sets.setdefault(set_id, []).append(man)
-    if not sets:
-        if frozen is not None and frozen.is_file():
-            return [
-                f"- Split manifest: frozen with the protocol in `registry/locks/{frozen.name}` (written by `clt "
-                "protocol freeze` from the declared generator ranges; the runs draw their layouts from it)."
-            ]
-        return ["- Split manifests: none (the protocol declares no held-out split)."]
-    out = ["- Split manifests (recorded in every run record; rows and independent units counted apart):"]
-    for set_id, mans in sorted(sets.items()):
-
-        def span(key: str, side: str, mans: list[Any] = mans) -> str:
-            vals = sorted({m[key][side] for m in mans})
-            return str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
-
-        out.append(
-            f"  - `{set_id}`: {mans[0]['kind']} split by {mans[0]['unit']}; {len({m['sha256'] for m in mans})} "
-            f"distinct manifest(s) over {len(mans)} runs; "
-            f"rows train {span('rows', 'train')} / test {span('rows', 'test')}; "
-            f"independent units train {span('independentUnits', 'train')} / test {span('independentUnits', 'test')}"
-        )
-    return out
-
-
-def _compute_lines(costs: ResourceCosts) -> list[str]:
-    """The compute table: measured times, analytical counts and estimates, never mixed."""
-    measured, per = costs.measured, costs.per_comparison
-    quantities = [q for q in TABLE_QUANTITIES if any(row.get(q) for row in per.values())]
-    lines = [
-        "## Compute accounting",
-        "",
-        "**Measured** (wall-clock of every attempted run, failed ones included): "
-        f"{measured.wall_clock_s} s in total; per comparison "
-        + ", ".join(f"{k} {v} s" for k, v in measured.per_comparison_s.items())
-        + f"; hardware {', '.join(measured.hardware) or '-'}; "
-        f"devices {', '.join(measured.devices) or '-'}; "
-        f"precision {', '.join(measured.precision) or 'not recorded'}.",
-        "",
-    ]
-    if measured.runs_per_node:
-        lines += [
-            "**Runs per node**: " + ", ".join(f"{k}: {v}" for k, v in measured.runs_per_node.items()) + ".",
-            "",
-        ]
-    if quantities:
-        lines += [
-            "**Analytical counts** (from the drivers' ledgers, summed over completed runs):",
-            "",
-            "| comparison | " + " | ".join(quantities) + " |",
-            "|---|" + "---|" * len(quantities),
-        ]
-        lines += [f"| {c} | " + " | ".join(f"{row.get(q, 0):.0f}" for q in quantities) + " |" for c, row in per.items()]
-        lines.append("")
-        if "updatesExecuted" in quantities:
-            lines += [
-                "updatesExecuted and framesExecuted count what the runs computed themselves: a shared stage once (by "
-                "the run that trained or collected it), reference models included; gradientUpdates and frames charge "
-                "every run with everything its method's model received (the matched budget), so they double count "
-                "shared stages and leave out the references.",
-                "",
-            ]
-        steps = {c: row.get("gradientUpdates", 0) + row.get("replayUpdates", 0) for c, row in per.items()}
-        if "samplesProcessed" in quantities and any(steps.values()):
-            lines += [
-                "**Samples per optimiser step** (what an update sees, beside how many updates there are): "
-                + ", ".join(
-                    f"{c} {row['samplesProcessed'] / steps[c]:.0f}"
-                    for c, row in per.items()
-                    if steps[c] and row.get("samplesProcessed")
-                )
-                + ".",
-                "",
-            ]
-    lines += [f"**Estimates**: {costs.estimates.note}", ""]
-    return lines
 
 
 def write_reports(
