@@ -52,6 +52,9 @@ class Interval:
     bounds: Bounds
     kind: IntervalKind
     level: float
+    """Nominal coverage."""
+    exact_level: float | None = None
+    """Exact coverage where it differs by construction (order statistics of a median)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Tested:
     degenerate: bool
     interval: Interval | None
     perm: stats.PermutationP
-    wilcoxon: float | None = None
+    wilcoxon: stats.WilcoxonP | None = None
     sign_p: float | None = None
 
     @property
@@ -90,6 +93,8 @@ class Decided:
     p_adjusted: float | None
     interval: Interval | None
     decision: Decision
+    note: str = ""
+    """Where the bound and the decision come from different procedures and disagree, said in words."""
 
 
 EXACT_BY = "exact sign-flip (the t statistic is undefined: the replicates have no spread)"
@@ -129,14 +134,14 @@ def apply_tests(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> 
         margin = float(g.margin)  # type: ignore[arg-type]
         permutation = max(perm("greater", -margin), perm("less", margin), key=lambda r: r.p)
         if g.reference is not None:
-            low, high = stats.wilcoxon_p(x, -margin, "greater"), stats.wilcoxon_p(x, margin, "less")
-            wilcoxon = None if low is None or high is None else max(low, high)
+            low, high = stats.wilcoxon_test(x, -margin, "greater"), stats.wilcoxon_test(x, margin, "less")
+            wilcoxon = None if low is None or high is None else max(low, high, key=lambda w: w.p)
         t = stats.tost(x, -margin, margin, plan.alpha)
         estimate, se, df, degenerate, p, by = t.estimate, t.se, t.df, t.degenerate, t.p, "tost"
         interval: Interval | None = Interval(t.interval, "marginal", 1 - 2 * plan.alpha)
     elif g.test == "report-only":
         permutation = perm("two-sided", 0.0)
-        wilcoxon = stats.wilcoxon_p(x, 0.0) if g.reference is not None else None
+        wilcoxon = stats.wilcoxon_test(x, 0.0) if g.reference is not None else None
         t2 = stats.two_sided_t(x, 0.0, plan.alpha)
         estimate, se, df, degenerate, p, by = t2.estimate, t2.se, t2.df, t2.degenerate, t2.p, "t-test"
         interval = Interval((t2.low, t2.high), "marginal", 1 - plan.alpha)
@@ -144,7 +149,7 @@ def apply_tests(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> 
         alternative = "greater" if sign > 0 else "less"
         permutation = perm(alternative, delta)
         if g.reference is not None:
-            wilcoxon = stats.wilcoxon_p(x, delta, alternative)
+            wilcoxon = stats.wilcoxon_test(x, delta, alternative)
         else:
             sign_p = stats.sign_test_p(x, delta, int(sign))
         one = stats.one_sided_t(sign * x, sign * delta, plan.alpha)
@@ -167,13 +172,17 @@ def _median(t: Tested, plan: AnalysisPlan) -> Tested:
         return 1.0 if p is None else p
 
     interval = None
+    n = int(x.size)
     if g.test == "equivalence-tost":
         margin = float(g.margin)  # type: ignore[arg-type]
         p = max(sign(-margin, 1), sign(margin, -1))
-        interval = Interval(_median_interval(x, 2 * plan.alpha), "marginal", 1 - 2 * plan.alpha)
+        level = 1 - 2 * plan.alpha
+        interval = Interval(_median_interval(x, 2 * plan.alpha), "marginal", level, _two_sided_level(n, 2 * plan.alpha))
     elif g.test == "report-only":
         p = min(1.0, 2 * min(sign(0.0, 1), sign(0.0, -1)))
-        interval = Interval(_median_interval(x, plan.alpha), "marginal", 1 - plan.alpha)
+        interval = Interval(
+            _median_interval(x, plan.alpha), "marginal", 1 - plan.alpha, _two_sided_level(n, plan.alpha)
+        )
     else:
         p = sign(t.delta, int(t.sign))
     return replace(
@@ -185,7 +194,14 @@ def _median(t: Tested, plan: AnalysisPlan) -> Tested:
         p=p,
         decided_by=MEDIAN_BY,
         interval=interval,
+        sign_p=p,
     )
+
+
+def _two_sided_level(n: int, alpha: float) -> float | None:
+    """Exact coverage of `_median_interval` (two order statistics, alpha / 2 on each side)."""
+    one = stats.median_bound_level(n, alpha / 2)
+    return None if one is None else 1 - 2 * (1 - one)
 
 
 def _median_interval(x: np.ndarray, alpha: float) -> Bounds:
@@ -243,7 +259,8 @@ def family_intervals(one_sided: Sequence[Tested], family_size: int, plan: Analys
     out = []
     for t in one_sided:
         bound = _bound(t, alpha / m, median)
-        out.append(None if bound is None else Interval(bound, kind, 1 - alpha / m))
+        exact = stats.median_bound_level(t.x.size, alpha / m) if median else None
+        out.append(None if bound is None else Interval(bound, kind, 1 - alpha / m, exact))
     return out
 
 
@@ -253,6 +270,28 @@ def decide(t: Tested, p_adjusted: float | None, alpha: float) -> Decision:
         return "reported"
     p = p_adjusted if t.hypothesis.gate.confirmatory else t.p
     return "pass" if p is not None and p <= alpha else "fail"
+
+
+def _disagreement(t: Tested, interval: Interval | None, decision: Decision) -> str:
+    """A Bonferroni bound (the fallback beside a Holm decision when a family member has no t bound or is an
+    equivalence test) is more conservative than Holm: it can stay on the null's side of a threshold that Holm's
+    decision passes. Say so rather than print the two side by side as if they agreed."""
+    if interval is None or interval.kind != "bonferroni" or decision not in ("pass", "fail"):
+        return ""
+    low, high = interval.bounds
+    bound = low if t.sign > 0 else high
+    if bound is None:
+        return ""
+    clears = bound > t.delta if t.sign > 0 else bound < t.delta
+    if clears == (decision == "pass"):
+        return ""
+    side = "below" if t.sign > 0 else "above"
+    return (
+        f"the Bonferroni bound stays {side} the threshold although Holm's step-down decides pass: the bound is the "
+        "more conservative procedure, the decision is Holm's"
+        if decision == "pass"
+        else "the Bonferroni bound clears the threshold although the decision is fail"
+    )
 
 
 def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: AnalysisPlan) -> list[GateResult]:
@@ -274,10 +313,12 @@ def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: Analysis
             interval = intervals[i]
         elif not h.gate.confirmatory and h.gate.test not in ("report-only", "equivalence-tost"):
             own = _bound(t, plan.alpha, plan.aggregate == "median")  # exploratory: marginal, unadjusted
-            interval = t.interval if own is None else Interval(own, "marginal", 1 - plan.alpha)
+            exact = stats.median_bound_level(t.x.size, plan.alpha) if plan.aggregate == "median" else None
+            interval = t.interval if own is None else Interval(own, "marginal", 1 - plan.alpha, exact)
         else:
             interval = t.interval
-        decided.append(Decided(h, t, p_adj.get(i), interval, decide(t, p_adj.get(i), plan.alpha)))
+        decision = decide(t, p_adj.get(i), plan.alpha)
+        decided.append(Decided(h, t, p_adj.get(i), interval, decision, _disagreement(t, interval, decision)))
     return [_gate_result(g, [d for d in decided if d.hypothesis.gate.id == g.id]) for g in gates]
 
 
@@ -310,6 +351,7 @@ def _hypothesis_result(d: Decided) -> HypothesisResult:
         interval=interval.bounds if interval else None,
         intervalKind=interval.kind if interval else None,
         confidenceLevel=interval.level if interval else None,
+        confidenceLevelExact=interval.exact_level if interval else None,
         pValue=t.p if t else None,
         pAdjusted=d.p_adjusted,
         decidedBy=t.decided_by if t else None,
@@ -318,9 +360,10 @@ def _hypothesis_result(d: Decided) -> HypothesisResult:
         permutationDraws=t.perm.draws if t else None,
         permutationSE=t.perm.se if t else None,
         signTestP=t.sign_p if t else None,
-        wilcoxonP=t.wilcoxon if t else None,
+        wilcoxonP=t.wilcoxon.p if t and t.wilcoxon else None,
+        wilcoxonMethod=t.wilcoxon.method if t and t.wilcoxon else None,
         decision=d.decision,
-        reason=h.reason or (EXACT_BY if t is not None and t.degenerate else ""),
+        reason="; ".join(x for x in (h.reason or (EXACT_BY if t is not None and t.degenerate else ""), d.note) if x),
         replicates=dict(zip(h.keys, map(float, h.values), strict=True)) if h.values is not None and h.keys else {},
     )
 

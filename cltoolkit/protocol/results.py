@@ -50,7 +50,8 @@ class HypothesisResult(Strict):
     n: int
     """Replicates used."""
     estimate: float | None
-    """Mean (one-sample) or mean paired difference (method - reference)."""
+    """The declared aggregate of the replicates: their mean, or their median under `analysis.aggregate: median`
+    (one-sample), or of the paired differences (method - reference)."""
     interval: tuple[float | None, float | None] | None
     """Confidence interval or one-sided bound of the estimate (candidate minus reference for paired gates); null
     ends are unbounded; null when the t statistic is undefined. `intervalKind` says which kind it is."""
@@ -59,7 +60,10 @@ class HypothesisResult(Strict):
     family (Strassburger & Bretz 2008); `bonferroni`: one-sided bounds at alpha / m, simultaneous; `marginal`: one
     hypothesis alone (exploratory and report-only gates, TOST's 1 - 2 alpha interval)."""
     confidenceLevel: float | None = None
-    """Coverage of `interval` (e.g. 0.95 for a one-sided 95% bound, 0.90 for TOST's interval)."""
+    """Nominal coverage of `interval` (e.g. 0.95 for a one-sided 95% bound, 0.90 for TOST's interval)."""
+    confidenceLevelExact: float | None = None
+    """Exact coverage where it differs from the nominal one by construction: order-statistic bounds of a median
+    (the binomial is discrete: a nominal 95% bound of 9 replicates covers with probability 0.9805)."""
     pValue: float | None
     """Unadjusted p-value of the test that decides the hypothesis (`decidedBy`)."""
     pAdjusted: float | None
@@ -77,9 +81,13 @@ class HypothesisResult(Strict):
     permutationSE: float | None = None
     """Monte Carlo standard error of `permutationP` (null when exact)."""
     signTestP: float | None = None
-    """One-sample threshold gates: exact one-sided sign-test p beside the t test (finite when replicates tie)."""
+    """Exact sign-test p of the gate's hypothesis: beside the t test for one-sample threshold gates (finite when
+    replicates tie); the deciding test (equal to `pValue`) under a median aggregate, paired gates included."""
     wilcoxonP: float | None
     """Wilcoxon signed-rank p of the same hypothesis as the gate (format 2; two-sided in format 1), paired gates."""
+    wilcoxonMethod: str | None = None
+    """How `wilcoxonP` was computed: `exact`, `exact conditional (ties or zeros)` or `normal approximation` (null in
+    blocks reported before it was recorded)."""
     decision: Decision
     """Decision on this hypothesis."""
     reason: str = ""

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DECISION_WORDS", "KIND_WORDS", "decision_text", "fmt", "interval_text", "p_text", "permutation_text"]
+__all__ = [
+    "DECISION_WORDS",
+    "KIND_WORDS",
+    "decision_text",
+    "fmt",
+    "interval_text",
+    "p_text",
+    "percent",
+    "permutation_text",
+]
 
 
 def fmt(x: Any) -> str:
@@ -50,10 +59,22 @@ def interval_text(h: Any) -> str:
         return "none (t statistic undefined)" if h is not None and h.decidedBy and "exact" in h.decidedBy else "-"
     lo, hi = h.interval
     text = f">= {fmt(lo)}" if hi is None else f"<= {fmt(hi)}" if lo is None else f"[{fmt(lo)}, {fmt(hi)}]"
-    level = f"{h.confidenceLevel:.0%}".replace(".0%", "%") if h.confidenceLevel else ""
+    level = percent(h.confidenceLevel) if h.confidenceLevel else ""
+    exact = getattr(h, "confidenceLevelExact", None)
+    if level and exact is not None:
+        level += f" nominal, {percent(exact, 3)} exact"
     sided = "one-sided " if lo is None or hi is None else ""
     kind = KIND_WORDS.get(h.intervalKind or "", "")
     return f"{text} ({sided}{level}{', ' + kind if kind else ''})" if level else text
+
+
+def percent(level: float, digits: int = 2) -> str:
+    """A coverage as a percentage, never rounded into another level: 0.95 -> 95%, 0.99286 -> 99.29% (not 99%)."""
+    for places in range(digits + 1):
+        text = f"{100 * level:.{places}f}"
+        if abs(float(text) - 100 * level) < 1e-9 or places == digits:
+            return text + "%"
+    return f"{100 * level:.{digits}f}%"
 
 
 DECISION_WORDS = {"pass": "PASS", "fail": "FAIL", "not-evaluable": "NOT EVALUABLE", "reported": "REPORTED"}

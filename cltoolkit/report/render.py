@@ -166,10 +166,11 @@ def report_page(
         "",
         *_reused_lines(r, records),
     ]
+    median = p.analysis.aggregate == "median"
     if r.gates:
         lines += [
             "| gate | held-out unit | OOD axis | test | scope | n | estimate | interval | p | p adj. | permutation p "
-            "(same hypothesis) | decision |",
+            + ("(mean; sensitivity) | decision |" if median else "(same hypothesis) | decision |"),
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         confirmatory = {g.id for g in p.gates if g.confirmatory}
@@ -187,7 +188,14 @@ def report_page(
             "Permutation p: the sign-flip test of the gate's own hypothesis (one-sided in the claimed direction for "
             "bound, superiority and non-inferiority gates; the larger one-sided p for equivalence; two-sided for "
             "report-only), exact (all 2^n sign flips) or Monte Carlo with its draws and standard error. Where the "
-            "replicates have no spread the t statistic is undefined and the exact test decides.",
+            "replicates have no spread the t statistic is undefined and the exact test decides."
+            + (
+                " Under the declared median aggregate the p column is the exact sign test (which decides) and the "
+                "permutation p tests symmetry about the threshold (a mean-type test): a sensitivity analysis, not the "
+                "same hypothesis."
+                if median
+                else ""
+            ),
             "",
             *[
                 f"- {g.id}: {g.label} -> {decision_text(g.decision, g.id in confirmatory)}; {g.wording}"

@@ -20,8 +20,10 @@ from cltoolkit.stats.paired import (
     PermutationP,
     Tost,
     TTest,
+    WilcoxonP,
     degenerate,
     finite,
+    median_bound_level,
     median_lower_bound,
     one_sided_t,
     sign_flip_p,
@@ -30,6 +32,7 @@ from cltoolkit.stats.paired import (
     tost,
     two_sided_t,
     wilcoxon_p,
+    wilcoxon_test,
 )
 from cltoolkit.stats.power import (
     n_exact_t,
@@ -52,6 +55,7 @@ __all__ = [
     "PermutationP",
     "TTest",
     "Tost",
+    "WilcoxonP",
     "aggregate",
     "benjamini_hochberg",
     "degenerate",
@@ -59,6 +63,7 @@ __all__ = [
     "holm",
     "holm_simultaneous_lower_bounds",
     "iqm",
+    "median_bound_level",
     "median_lower_bound",
     "n_exact_t",
     "n_normal",
@@ -83,4 +88,5 @@ __all__ = [
     "tost_power",
     "two_sided_t",
     "wilcoxon_p",
+    "wilcoxon_test",
 ]

@@ -145,6 +145,7 @@ class SessionsAnalysis(Analysis):
         if d.size >= 2:
             plan = protocol.analysis
             t = stats.two_sided_t(d, 0.0, plan.alpha)
+            wil = stats.wilcoxon_test(d, 0.0)
             perm = stats.sign_flip_p(
                 d,
                 0.0,
@@ -163,7 +164,8 @@ class SessionsAnalysis(Analysis):
                     "permutationDraws": perm.draws,
                     "permutationSE": perm.se,
                     "alternative": "two-sided",
-                    "wilcoxonP": stats.wilcoxon_p(d, 0.0),
+                    "wilcoxonP": None if wil is None else wil.p,
+                    "wilcoxonMethod": None if wil is None else wil.method,
                     "sdDifference": float(d.std(ddof=1)),
                 }
             )
