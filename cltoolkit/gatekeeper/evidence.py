@@ -94,10 +94,10 @@ def check_pinned_code(
                     )
     if lines and not allow_mixed:
         raise Refusal(
-            f"{where}: records were made by code that differs from the code pinned at freezing:\n"
+            f"{where}: code that differs from the code pinned at freezing:\n"
             + "\n".join(lines)
-            + "\nRerun them with the frozen code, record a code amendment (`clt protocol amend-code`), or report "
-            "with --allow-mixed-code (the report flags it)"
+            + "\nRun (or report) with the frozen code, record a dated code amendment (`clt protocol amend-code`), or "
+            "report with --allow-mixed-code (the report flags it)"
         )
     return states, lines
 
