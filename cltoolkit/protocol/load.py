@@ -3,8 +3,10 @@ errors, each reported on one line with its location."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,25 @@ from cltoolkit.errors import Problem, ValidationFailed, json_pointer
 __all__ = ["decode_json_bytes", "display_path", "json_pointer", "load_json_file", "loads_strict", "read_json_text"]
 
 
+@functools.lru_cache(maxsize=4)
+def _resolved(folder: str) -> Path:
+    return Path(folder).resolve()
+
+
 def display_path(path: Path) -> str:
-    """`path` relative to the working directory when it lies below it (as error messages show it)."""
+    """`path` relative to the working directory when it lies below it (as error messages show it). Called for every
+    record read, so the plain path is tried before resolving links (a resolve costs a system call per component)."""
+    here = os.getcwd()
+    base = _resolved(here)
+    plain = path if path.is_absolute() else Path(here) / path
+    for candidate, root in ((plain, Path(here)), (plain, base)):
+        if ".." not in candidate.parts:
+            try:
+                return str(candidate.relative_to(root))
+            except ValueError:
+                pass
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(base))
     except ValueError:
         return str(path)
 

@@ -216,8 +216,8 @@ def record_seal(data: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
 
 
-def _read_raw(path: Path) -> tuple[str, dict[str, Any]]:
-    where = display_path(path)
+def _read_raw(path: Path, where: str | None = None) -> tuple[str, dict[str, Any]]:
+    where = where or display_path(path)
     try:
         raw = read_regular_bytes(path)
     except NotRegularFile as exc:
@@ -233,8 +233,8 @@ def _read_raw(path: Path) -> tuple[str, dict[str, Any]]:
 def read_record(path: Path) -> RunRecord:
     """Read a record (a regular file: a symbolic link is refused), check its seal, migrate older versions; refuse
     newer ones and anything malformed. A version-1 record comes back unsealed (`seal` None)."""
-    text, data = _read_raw(path)
     where = display_path(path)
+    text, data = _read_raw(path, where)
     version = data.get("recordVersion")
     if not isinstance(version, int) or isinstance(version, bool):
         raise ValidationFailed(problems=[Problem(f"{where}: /recordVersion", "missing or not an integer")])

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cltoolkit.stats._dist import t_ppf
+from cltoolkit.stats._dist import t_ppf, t_sf
 
 __all__ = [
     "EXACT_UP_TO",
@@ -112,32 +112,37 @@ def t_interval(x: np.ndarray, alpha: float = 0.05) -> TTest:
 
 
 def two_sided_t(x: np.ndarray, null: float = 0.0, alpha: float = 0.05) -> TTest:
-    """Two-sided one-sample t test (scipy.stats.ttest_1samp) with its (1 - alpha) interval. Degenerate spread
-    (see `degenerate`): p is NaN, the interval collapses to the mean, and `degenerate` is set."""
-    from scipy import stats as sps
-
+    """Two-sided one-sample t test (as scipy.stats.ttest_1samp computes it, from `scipy.special` so that reporting
+    never imports scipy.stats) with its (1 - alpha) interval. Degenerate spread (see `degenerate`): p is NaN, the
+    interval collapses to the mean, and `degenerate` is set."""
     null = _number(null, "null")
     mean, se, df = _moments(x)
     if degenerate(x):
         return TTest(mean, se, df, mean, mean, math.nan, True)
     q = float(t_ppf(1 - alpha / 2, df))
-    p = float(sps.ttest_1samp(np.asarray(x, dtype=float), null).pvalue)
+    p = 2.0 * float(t_sf(abs(_t_statistic(x, null)), df))
     return TTest(mean, se, df, mean - q * se, mean + q * se, p)
+
+
+def _t_statistic(x: np.ndarray, null: float) -> float:
+    """The one-sample t statistic as scipy.stats.ttest_1samp forms it: (mean - null) / sqrt(var(ddof=1) / n)."""
+    a = np.asarray(x, dtype=float)
+    n = float(a.size)
+    var = np.mean((a - a.mean()) ** 2) * (n / (n - 1))
+    return float((a.mean() - null) / np.sqrt(var / n))
 
 
 def one_sided_t(x: np.ndarray, delta: float, alpha: float = 0.05) -> OneSided:
     """H0: mean <= delta vs H1: mean > delta (scipy.stats.ttest_1samp, alternative `greater`; for `at most`
     claims pass -x and -delta). Degenerate spread: t and p are NaN and `degenerate` is set (decide by an exact
     test instead)."""
-    from scipy import stats as sps
-
     delta = _number(delta, "delta")
     mean, se, df = _moments(x)
     if degenerate(x):
         return OneSided(mean, se, df, delta, math.nan, math.nan, mean, True)
-    res = sps.ttest_1samp(np.asarray(x, dtype=float), delta, alternative="greater")
+    t = _t_statistic(x, delta)
     lower = mean - float(t_ppf(1 - alpha, df)) * se
-    return OneSided(mean, se, df, delta, float(res.statistic), float(res.pvalue), lower)
+    return OneSided(mean, se, df, delta, t, float(t_sf(t, df)), lower)
 
 
 class Tost(NamedTuple):
@@ -164,12 +169,15 @@ def tost(x: np.ndarray, low: float, high: float, alpha: float = 0.05) -> Tost:
     mean, se, df = _moments(x)
     if degenerate(x):
         return Tost(mean, se, df, math.nan, math.nan, math.nan, (mean, mean), True)
-    from statsmodels.stats.weightstats import ttost_paired
-
+    # as statsmodels' DescrStatsW.ttost_mean forms its two t statistics (unit weights), without importing it
     a = np.asarray(x, dtype=float)
-    p, lower, upper = ttost_paired(a, np.zeros_like(a), low, high)
+    w = np.ones_like(a)
+    mean_w = float(np.dot(w, a) / w.sum())
+    std_mean = math.sqrt(float(np.dot(w, (a - mean_w) ** 2)) / w.sum()) / math.sqrt(w.sum() - 1)
+    p_lower = float(t_sf((mean_w - low) / std_mean, df))  # H0: mean <= low
+    p_upper = float(t_sf(-(mean_w - high) / std_mean, df))  # H0: mean >= high
     q = float(t_ppf(1 - alpha, df))
-    return Tost(mean, se, df, float(p), float(lower[1]), float(upper[1]), (mean - q * se, mean + q * se))
+    return Tost(mean, se, df, max(p_lower, p_upper), p_lower, p_upper, (mean - q * se, mean + q * se))
 
 
 EXACT_UP_TO = 40
@@ -317,31 +325,44 @@ def wilcoxon_test(x: np.ndarray, null: float = 0.0, alternative: Alternative = "
     """Wilcoxon signed-rank test of x - null against `alternative`, zeros dropped (Wilcoxon's convention); None
     when undefined (every difference zero).
 
-    Without ties or zeros the p is exact up to n = 50 (scipy's exact null distribution). With ties or zeros it is
-    exact conditional up to `EXACT_UP_TO` nonzero differences: the signed-rank statistic sum(sign_i * rank_i)
-    under all 2^n sign assignments of the observed midranks (scipy's automatic choice uses the normal approximation
-    there above n = 13: at n = 30 with ties it gave 5.75e-06 where the exact conditional p is 1.25e-07). Beyond,
-    scipy's normal approximation with tie correction, labelled so."""
-    import warnings
+    Without ties or zeros the p is exact up to n = 50 (the exact null distribution, as scipy's method="exact").
+    With ties or zeros it is exact conditional up to `EXACT_UP_TO` nonzero differences: the signed-rank statistic
+    sum(sign_i * rank_i) under all 2^n sign assignments of the observed midranks (scipy's automatic choice uses the
+    normal approximation there above n = 13: at n = 30 with ties it gave 5.75e-06 where the exact conditional p is
+    1.25e-07). Beyond, the normal approximation with tie correction, as scipy computes it, labelled so. Computed
+    from `scipy.special` alone: reporting never imports scipy.stats."""
+    from cltoolkit.stats._dist import _average_ranks, _exact_counts, norm_sf
 
-    from scipy import stats as sps
-    from scipy.stats import rankdata
-
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided, greater or less, got {alternative!r}")
     d = finite(x) - _number(null, "null")
     nonzero = d[d != 0]
-    if nonzero.size < 1:
+    n = int(nonzero.size)
+    if n < 1:
         return None
-    ranks = rankdata(np.abs(nonzero))
-    plain = nonzero.size == d.size and np.unique(ranks).size == ranks.size
-    if plain and d.size <= 50:  # scipy's exact null distribution of the rank sum
-        return WilcoxonP(float(sps.wilcoxon(d, alternative=alternative, method="exact").pvalue), "exact")
-    if not plain and nonzero.size <= EXACT_UP_TO:
+    ranks, ties = _average_ranks(np.abs(nonzero))
+    plain = n == d.size and bool(np.all(ties == 1))
+    r_plus = float(ranks[nonzero > 0].sum())
+    if plain and n <= 50:  # the exact null distribution of the rank sum W+ (as scipy's method="exact")
+        counts = _exact_counts(n)
+        total = counts.sum()
+        upper = float(counts[int(r_plus) :].sum() / total)  # P(W+ >= r_plus)
+        lower = float(counts[: int(r_plus) + 1].sum() / total)  # P(W+ <= r_plus)
+        p = upper if alternative == "greater" else lower if alternative == "less" else min(1.0, 2 * min(upper, lower))
+        return WilcoxonP(p, "exact")
+    if not plain and n <= EXACT_UP_TO:
         p = sign_flip_p(np.sign(nonzero) * ranks, 0.0, alternative=alternative).p
         return WilcoxonP(p, "exact conditional (ties or zeros)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy's notes on ties and zeros
-        res = sps.wilcoxon(d, zero_method="wilcox", alternative=alternative, method="approx")
-    return WilcoxonP(float(res.pvalue), "normal approximation")
+    mean = n * (n + 1) / 4.0  # scipy's normal approximation: tie-corrected, no continuity correction
+    se = math.sqrt((n * (n + 1) * (2 * n + 1) - float(np.sum(ties**3 - ties)) / 2.0) / 24.0)
+    z = (r_plus - mean) / se
+    if alternative == "greater":
+        p = float(norm_sf(z))
+    elif alternative == "less":
+        p = float(norm_sf(-z))
+    else:
+        p = min(1.0, 2.0 * float(norm_sf(abs(z))))
+    return WilcoxonP(p, "normal approximation")
 
 
 def wilcoxon_p(x: np.ndarray, null: float = 0.0, alternative: Alternative = "two-sided") -> float | None:
