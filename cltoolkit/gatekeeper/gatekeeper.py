@@ -126,8 +126,10 @@ def gatekeep(
     runs_dir: Path | None = None,
     aggregate: str | None = None,
     allow_mixed_code: bool = False,
+    remember_seals: bool = False,
 ) -> tuple[LoadedProtocol, Results, list[RunRecord]]:
-    """Apply every refusal rule and compute the results block (writes nothing)."""
+    """Apply every refusal rule and compute the results block (writes nothing, except with `remember_seals` the
+    store's memory of checked seals: `RunStore.scan`)."""
     regs = registries(project.components_file)
     loaded = load_protocol(project.resolve_protocol(ref), regs)
     lock = require_frozen(project, loaded)
@@ -135,7 +137,7 @@ def gatekeep(
     check_declared_aggregate(protocol, aggregate, loaded.id)
     store = RunStore(runs_dir or project.runs_dir, loaded.id)
     where = str(store.folder)
-    scan = store.scan()
+    scan = store.scan(remember=remember_seals)
     records = list(scan.records.values())
     suite = regs.new_suite(protocol.suite)
     analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
@@ -152,7 +154,7 @@ def gatekeep(
     used = [by_id[p.run_id] for p in points if p.run_id in by_id]
     mixed_code = check_component_code(used, allow_mixed_code, where)
     reporting = {}
-    if suite.analysis:  # the analysis computes the results now: its code is the evaluator's too
+    if suite.analysis and lock.components is not None:  # the analysis computes the results now: evaluator code
         reporting[f"analysis:{suite.analysis}"] = str(
             component_source(regs.analysis.target(suite.analysis))["sourceSha256"]
         )
@@ -268,7 +270,13 @@ def report_protocol(
 ) -> ReportOutcome:
     """`clt report`: gatekeep, then write `results` and `status` into the protocol and the human reports."""
     loaded, results, records = gatekeep(
-        project, ref, stage=stage, runs_dir=runs_dir, aggregate=aggregate, allow_mixed_code=allow_mixed_code
+        project,
+        ref,
+        stage=stage,
+        runs_dir=runs_dir,
+        aggregate=aggregate,
+        allow_mixed_code=allow_mixed_code,
+        remember_seals=not dry_run,
     )
     reports: list[Path] = []
     if not dry_run:

@@ -321,7 +321,7 @@ def _run_locked(
     callbacks: Callbacks,
 ) -> GridSummary:
     store.clean_stale()
-    scan = store.scan()
+    scan = store.scan(remember=True)
     store.refuse_corrupt(scan)
     store.refuse_foreign(scan, digest)
     selection, stage = options.selection, loaded.model.stage(options.stage)

@@ -22,12 +22,18 @@ from pathlib import Path
 
 from cltoolkit._io import file_mode
 from cltoolkit.errors import CltError, Problem, Refusal
-from cltoolkit.run.record import RunRecord, read_record, write_record
+from cltoolkit.run.record import RunRecord, raw_digest, read_record, write_record
 
 __all__ = ["LOCK_FILE", "RECORD", "RunStore", "StoreScan"]
 
 RECORD = "record.json"
 LOCK_FILE = ".driver.lock"  # suffix of the lock file beside the store
+SEALS = ".seals.json"
+"""In a store folder: SHA-256 of a record file's bytes -> the seal checked for those bytes (by the driver that
+wrote it, or a report that read it). Only saves re-canonicalizing unchanged files; never trusted for changed bytes
+(a different digest), never committed (a fresh clone checks every seal in full). It adds no trust: a seal is an
+unkeyed digest that anyone editing a record could recompute; what pins records is the results block's evidence
+manifest in git."""
 
 
 @dataclass
@@ -68,22 +74,46 @@ class RunStore:
         """`<base>/.<protocol-id>.driver.lock`, beside the store (so a refused grid leaves its folder untouched)."""
         return self.base / f".{self.protocol_id}{LOCK_FILE}"
 
-    def scan(self) -> StoreScan:
+    def _seals(self) -> dict[str, str]:
+        try:
+            data = json.loads((self.folder / SEALS).read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+    def _save_seals(self, seals: dict[str, str]) -> None:
+        """Best effort: a store that cannot be written to (read-only checkout) just checks seals in full again."""
+        from cltoolkit._io import atomic_write_text
+
+        try:
+            atomic_write_text(self.folder / SEALS, json.dumps(seals, sort_keys=True))
+        except OSError:
+            pass
+
+    def scan(self, *, remember: bool = False) -> StoreScan:
+        """Every record of the store, each seal checked (`remember`: keep the digests of the files whose seals
+        were checked, so the next scan skips re-canonicalizing them; see `SEALS`)."""
         scan = StoreScan()
         if not self.folder.is_dir():
             return scan
+        seals = self._seals()
+        known = len(seals)
         import gc
 
         enabled = gc.isenabled()
         gc.disable()  # thousands of small acyclic objects: collection passes would dominate the load
         try:
-            self._scan(scan)
+            self._scan(scan, seals)
         finally:
             if enabled:
                 gc.enable()
+        if remember and len(seals) != known:
+            self._save_seals(seals)
         return scan
 
-    def _scan(self, scan: StoreScan) -> None:
+    def _scan(self, scan: StoreScan, seals: dict[str, str]) -> None:
         entries = sorted(os.scandir(self.folder), key=lambda e: e.name)
         for entry in entries:
             if entry.name.startswith("."):
@@ -110,7 +140,7 @@ class RunStore:
                 scan.corrupt[entry.name] = f"record.json is {kind}"
                 continue
             try:
-                record = read_record(path)
+                record = read_record(path, seals)
             except CltError as exc:
                 first = exc.problems[0] if exc.problems else None
                 why = f"{first.where.rsplit(RECORD, 1)[-1].lstrip(': ') or '/'}: {first.message}" if first else ""
@@ -128,8 +158,13 @@ class RunStore:
             scan.records.setdefault(record.runId, record)
 
     def write(self, record: RunRecord) -> Path:
+        """Seal and write a record atomically; its seal is remembered for the next scan (see `SEALS`)."""
         path = self.run_dir(record.runId) / RECORD
         write_record(path, record)
+        text = path.read_text()
+        seals = self._seals()
+        seals[raw_digest(text)] = str(json.loads(text)["seal"])  # sealed a moment ago by this process
+        self._save_seals(seals)
         return path
 
     def refuse_foreign(self, scan: StoreScan, sha256: str) -> None:

@@ -1,0 +1,46 @@
+"""The store remembers which record files' seals it has checked (by the SHA-256 of their bytes), so reporting
+10,000 records does not canonicalize each one again; a changed byte is checked in full, and a fresh clone (no
+memory) checks everything."""
+
+from __future__ import annotations
+
+import json
+
+from cltoolkit.freeze_actions import freeze
+from cltoolkit.project import Project
+from cltoolkit.run.runner import run_protocol
+from cltoolkit.run.store import SEALS, RunStore
+from tests.conftest import write
+from tests.toy_suite import toy_protocol
+
+
+def _ran(project: Project) -> RunStore:
+    write(project.protocol_path("toy-v1"), toy_protocol(seeds=3))
+    freeze(project, "toy-v1")
+    run_protocol(project, "toy-v1")
+    return RunStore(project.runs_dir, "toy-v1")
+
+
+def test_the_driver_remembers_the_seals_it_wrote_and_a_changed_record_is_still_refused(toy: Project) -> None:
+    store = _ran(toy)
+    memory = json.loads((store.folder / SEALS).read_text())
+    assert len(memory) == len(list(store.folder.glob("*/record.json")))
+    assert len(store.scan().records) == len(memory)
+
+    path = next(iter(sorted(store.folder.glob("*/record.json"))))
+    data = json.loads(path.read_text())
+    data["metrics"]["toy.score-v1"] = 0.999  # an edit that leaves the seal as it was
+    path.write_text(json.dumps(data, sort_keys=True, indent=1))
+    scan = store.scan()
+    assert path.parent.name in scan.corrupt and "/seal" in scan.corrupt[path.parent.name]
+
+
+def test_a_damaged_memory_is_ignored_and_only_a_full_report_writes_it(toy: Project, cli) -> None:
+    store = _ran(toy)
+    (store.folder / SEALS).write_text("not json")
+    assert len(store.scan().records) > 0  # every seal checked in full
+    (store.folder / SEALS).unlink()
+    assert cli("report", "-p", "toy-v1", "--dry-run").exit_code == 0
+    assert not (store.folder / SEALS).exists()  # a dry run writes nothing
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    assert (store.folder / SEALS).exists()
