@@ -157,7 +157,9 @@ def test_results_pin_their_evidence_and_check_mode(toy, cli) -> None:
     store = _ran(toy)
     assert cli("report", "-p", "toy-v1").exit_code == 0
     results = read(toy.protocol_path("toy-v1"))["results"]
-    assert sorted(results["evidence"]) == sorted(p.name for p in store.iterdir())
+    assert sorted(results["evidence"]) == sorted(
+        p.name for p in store.iterdir() if not p.name.startswith(".")
+    )  # run folders
     assert results["evidence"]["cand-s0"] == read(store / "cand-s0" / "record.json")["seal"]
     out = cli("report", "-p", "toy-v1", "--check")
     assert out.exit_code == 0 and "reproduces from 6 records" in out.output
@@ -298,7 +300,7 @@ def _check_once_each(project: Project) -> None:
     scan = RunStore(project.runs_dir, "toy-v1").scan()
     assert not scan.broken and len(scan.records) == 6
     assert all(r.status.state == "completed" and r.status.attempts == 1 for r in scan.records.values())
-    for run_dir in (project.runs_dir / "toy-v1").iterdir():  # each run's worker started once
+    for run_dir in (project.runs_dir / "toy-v1").glob("[!.]*"):  # each run's worker started once
         assert (run_dir / "log.txt").read_text().count("cltoolkit.run.worker") <= 1
 
 

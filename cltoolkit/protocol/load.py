@@ -16,24 +16,24 @@ __all__ = ["decode_json_bytes", "display_path", "json_pointer", "load_json_file"
 
 
 @functools.lru_cache(maxsize=4)
-def _resolved(folder: str) -> Path:
-    return Path(folder).resolve()
+def _resolved(folder: str) -> str:
+    return str(Path(folder).resolve())
 
 
 def display_path(path: Path) -> str:
     """`path` relative to the working directory when it lies below it (as error messages show it). Called for every
-    record read, so the plain path is tried before resolving links (a resolve costs a system call per component)."""
+    record read, so plain string prefixes are tried before resolving links (a resolve costs a system call per path
+    component)."""
     here = os.getcwd()
-    base = _resolved(here)
-    plain = path if path.is_absolute() else Path(here) / path
-    for candidate, root in ((plain, Path(here)), (plain, base)):
-        if ".." not in candidate.parts:
-            try:
-                return str(candidate.relative_to(root))
-            except ValueError:
-                pass
+    text = os.fspath(path)
+    plain = text if os.path.isabs(text) else os.path.join(here, text)
+    if "/../" not in plain and "/./" not in plain and "//" not in plain:
+        for root in (here, _resolved(here)):
+            prefix = root.rstrip(os.sep) + os.sep
+            if plain.startswith(prefix) and len(plain) > len(prefix):
+                return plain[len(prefix) :].rstrip(os.sep)
     try:
-        return str(path.resolve().relative_to(base))
+        return str(path.resolve().relative_to(_resolved(here)))
     except ValueError:
         return str(path)
 
