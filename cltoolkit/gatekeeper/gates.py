@@ -14,8 +14,8 @@ from cltoolkit.protocol.results import Decision, GateResult, HypothesisResult
 
 __all__ = [
     "Decided",
+    "GateInterval",
     "Hypothesis",
-    "Interval",
     "Tested",
     "adjusted_p",
     "apply_tests",
@@ -46,7 +46,7 @@ class Hypothesis:
 
 
 @dataclass(frozen=True)
-class Interval:
+class GateInterval:
     """An interval (or a one-sided bound: the other end None) and which kind it is."""
 
     bounds: Bounds
@@ -73,7 +73,7 @@ class Tested:
     p: float
     decided_by: str
     degenerate: bool
-    interval: Interval | None
+    interval: GateInterval | None
     perm: stats.PermutationP
     wilcoxon: stats.WilcoxonP | None = None
     sign_p: float | None = None
@@ -91,7 +91,7 @@ class Decided:
     hypothesis: Hypothesis
     tested: Tested | None
     p_adjusted: float | None
-    interval: Interval | None
+    interval: GateInterval | None
     decision: Decision
     note: str = ""
     """Where the bound and the decision come from different procedures and disagree, said in words."""
@@ -138,13 +138,13 @@ def apply_tests(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> 
             wilcoxon = None if low is None or high is None else max(low, high, key=lambda w: w.p)
         t = stats.tost(x, -margin, margin, plan.alpha)
         estimate, se, df, degenerate, p, by = t.estimate, t.se, t.df, t.degenerate, t.p, "tost"
-        interval: Interval | None = Interval(t.interval, "marginal", 1 - 2 * plan.alpha)
+        interval: GateInterval | None = GateInterval(t.interval, "marginal", 1 - 2 * plan.alpha)
     elif g.test == "report-only":
         permutation = perm("two-sided", 0.0)
         wilcoxon = stats.wilcoxon_test(x, 0.0) if g.reference is not None else None
         t2 = stats.two_sided_t(x, 0.0, plan.alpha)
         estimate, se, df, degenerate, p, by = t2.estimate, t2.se, t2.df, t2.degenerate, t2.p, "t-test"
-        interval = Interval((t2.low, t2.high), "marginal", 1 - plan.alpha)
+        interval = GateInterval((t2.low, t2.high), "marginal", 1 - plan.alpha)
     else:
         alternative = "greater" if sign > 0 else "less"
         permutation = perm(alternative, delta)
@@ -177,10 +177,12 @@ def _median(t: Tested, plan: AnalysisPlan) -> Tested:
         margin = float(g.margin)  # type: ignore[arg-type]
         p = max(sign(-margin, 1), sign(margin, -1))
         level = 1 - 2 * plan.alpha
-        interval = Interval(_median_interval(x, 2 * plan.alpha), "marginal", level, _two_sided_level(n, 2 * plan.alpha))
+        interval = GateInterval(
+            _median_interval(x, 2 * plan.alpha), "marginal", level, _two_sided_level(n, 2 * plan.alpha)
+        )
     elif g.test == "report-only":
         p = min(1.0, 2 * min(sign(0.0, 1), sign(0.0, -1)))
-        interval = Interval(
+        interval = GateInterval(
             _median_interval(x, plan.alpha), "marginal", 1 - plan.alpha, _two_sided_level(n, plan.alpha)
         )
     else:
@@ -235,7 +237,7 @@ def adjusted_p(family: Sequence[Tested], plan: AnalysisPlan) -> list[float]:
     return [float(a) for a in p]
 
 
-def family_intervals(one_sided: Sequence[Tested], family_size: int, plan: AnalysisPlan) -> list[Interval | None]:
+def family_intervals(one_sided: Sequence[Tested], family_size: int, plan: AnalysisPlan) -> list[GateInterval | None]:
     """Bounds of the confirmatory family's one-sided hypotheses: order statistics under a median aggregate
     (Bonferroni over a Holm family); Holm-simultaneous t bounds where the whole family is one-sided with a defined
     t statistic; otherwise (BH, no correction, equivalence in the family, an undefined t) Bonferroni bounds,
@@ -251,7 +253,7 @@ def family_intervals(one_sided: Sequence[Tested], family_size: int, plan: Analys
             alpha,
         )
         return [
-            Interval((float(low), None) if t.sign > 0 else (None, float(-low)), "holm-simultaneous", 1 - alpha)
+            GateInterval((float(low), None) if t.sign > 0 else (None, float(-low)), "holm-simultaneous", 1 - alpha)
             for t, low in zip(one_sided, bounds.lower, strict=True)
         ]
     m = max(1, family_size) if plan.multiplicity == "holm" else 1
@@ -260,7 +262,7 @@ def family_intervals(one_sided: Sequence[Tested], family_size: int, plan: Analys
     for t in one_sided:
         bound = _bound(t, alpha / m, median)
         exact = stats.median_bound_level(t.x.size, alpha / m) if median else None
-        out.append(None if bound is None else Interval(bound, kind, 1 - alpha / m, exact))
+        out.append(None if bound is None else GateInterval(bound, kind, 1 - alpha / m, exact))
     return out
 
 
@@ -272,7 +274,7 @@ def decide(t: Tested, p_adjusted: float | None, alpha: float) -> Decision:
     return "pass" if p is not None and p <= alpha else "fail"
 
 
-def _disagreement(t: Tested, interval: Interval | None, decision: Decision) -> str:
+def _disagreement(t: Tested, interval: GateInterval | None, decision: Decision) -> str:
     """A Bonferroni bound (the fallback beside a Holm decision when a family member has no t bound or is an
     equivalence test) is more conservative than Holm: it can stay on the null's side of a threshold that Holm's
     decision passes. Say so rather than print the two side by side as if they agreed."""
@@ -314,7 +316,7 @@ def decide_gates(gates: list[Gate], hypotheses: list[Hypothesis], plan: Analysis
         elif not h.gate.confirmatory and h.gate.test not in ("report-only", "equivalence-tost"):
             own = _bound(t, plan.alpha, plan.aggregate == "median")  # exploratory: marginal, unadjusted
             exact = stats.median_bound_level(t.x.size, plan.alpha) if plan.aggregate == "median" else None
-            interval = t.interval if own is None else Interval(own, "marginal", 1 - plan.alpha, exact)
+            interval = t.interval if own is None else GateInterval(own, "marginal", 1 - plan.alpha, exact)
         else:
             interval = t.interval
         decision = decide(t, p_adj.get(i), plan.alpha)
