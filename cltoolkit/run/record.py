@@ -216,8 +216,7 @@ def record_seal(data: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
 
 
-def _read_raw(path: Path, where: str | None = None) -> tuple[str, dict[str, Any]]:
-    where = where or display_path(path)
+def _read_text(path: Path, where: str) -> str:
     try:
         raw = read_regular_bytes(path)
     except NotRegularFile as exc:
@@ -226,7 +225,12 @@ def _read_raw(path: Path, where: str | None = None) -> tuple[str, dict[str, Any]
         raise ValidationFailed(problems=[Problem(where, "no such file")]) from None
     except OSError as exc:
         raise ValidationFailed(problems=[Problem(where, f"cannot read: {exc.strerror}")]) from None
-    text = decode_json_bytes(raw, where)
+    return decode_json_bytes(raw, where)
+
+
+def _read_raw(path: Path, where: str | None = None) -> tuple[str, dict[str, Any]]:
+    where = where or display_path(path)
+    text = _read_text(path, where)
     return text, loads_strict(text, where)
 
 
@@ -241,9 +245,19 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
 
     `verified` maps the SHA-256 of a record file's bytes to the seal already checked for exactly those bytes (see
     `RunStore.scan`): such a record is not canonicalized again (RFC 8785 in pure Python is most of the cost of
-    reading 10,000 records); any other, and any changed byte, is checked in full and added."""
+    reading 10,000 records) or parsed twice (exactly these bytes passed the strict parse and the seal check, at the
+    current record version); any other, and any changed byte, is checked in full and added."""
     where = display_path(path)
-    text, data = _read_raw(path, where)
+    text = _read_text(path, where)
+    key = raw_digest(text) if verified is not None else ""
+    if verified is not None and key in verified:
+        try:
+            known = RunRecord.model_validate_json(text, strict=True)
+        except ValidationError:
+            known = None
+        if known is not None and known.seal == verified[key]:
+            return known
+    data = loads_strict(text, where)
     version = data.get("recordVersion")
     if not isinstance(version, int) or isinstance(version, bool):
         raise ValidationFailed(problems=[Problem(f"{where}: /recordVersion", "missing or not an integer")])
@@ -255,7 +269,6 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
         seal = data.get("seal")
         if not isinstance(seal, str):
             raise ValidationFailed(problems=[Problem(f"{where}: /seal", "missing: every record is sealed")])
-        key = raw_digest(text) if verified is not None else ""
         try:
             actual = seal if verified is not None and verified.get(key) == seal else record_seal(data)
         except rfc8785.CanonicalizationError as exc:
@@ -269,7 +282,7 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
                     )
                 ]
             )
-        if verified is not None:
+        if verified is not None and version == RECORD_VERSION:
             verified[key] = seal
     elif "seal" in data:
         raise ValidationFailed(problems=[Problem(f"{where}: /seal", "a version-1 record carries no seal")])
