@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cltoolkit._io import file_mode
+from cltoolkit._io import file_mode, open_append_nofollow
 from cltoolkit.errors import CltError, Problem, Refusal
 from cltoolkit.run.record import RunRecord, raw_digest, read_record, write_record
 
@@ -28,12 +28,12 @@ __all__ = ["LOCK_FILE", "RECORD", "RunStore", "StoreScan"]
 
 RECORD = "record.json"
 LOCK_FILE = ".driver.lock"  # suffix of the lock file beside the store
-SEALS = ".seals.json"
-"""In a store folder: SHA-256 of a record file's bytes -> the seal checked for those bytes (by the driver that
-wrote it, or a report that read it). Only saves re-canonicalizing unchanged files; never trusted for changed bytes
-(a different digest), never committed (a fresh clone checks every seal in full). It adds no trust: a seal is an
-unkeyed digest that anyone editing a record could recompute; what pins records is the results block's evidence
-manifest in git."""
+SEALS = ".seals"
+"""In a store folder, one line per record file whose seal was checked (by the driver that wrote it, or a report
+that read it): the SHA-256 of the file's bytes and the seal. Only saves re-canonicalizing and re-parsing unchanged
+files; never trusted for changed bytes (a different digest), never committed (a fresh clone checks every seal in
+full). It adds no trust: a seal is an unkeyed digest that anyone editing a record could recompute; what pins
+records is the results block's evidence manifest in git."""
 
 
 @dataclass
@@ -75,20 +75,24 @@ class RunStore:
         return self.base / f".{self.protocol_id}{LOCK_FILE}"
 
     def _seals(self) -> dict[str, str]:
+        """The remembered seals; a line that is not `<64 hex> sha256:<64 hex>` is ignored."""
         try:
-            data = json.loads((self.folder / SEALS).read_text())
-        except (OSError, ValueError):
+            lines = (self.folder / SEALS).read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
             return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+        out = {}
+        for line in lines:
+            key, _, seal = line.partition(" ")
+            if len(key) == 64 and seal.startswith("sha256:") and len(seal) == 71:
+                out[key] = seal
+        return out
 
-    def _save_seals(self, seals: dict[str, str]) -> None:
-        """Best effort: a store that cannot be written to (read-only checkout) just checks seals in full again."""
-        from cltoolkit._io import atomic_write_text
-
+    def _remember(self, seals: dict[str, str]) -> None:
+        """Append lines (a write per record stays O(1)); best effort: a store that cannot be written to (a
+        read-only checkout) just checks seals in full again."""
         try:
-            atomic_write_text(self.folder / SEALS, json.dumps(seals, sort_keys=True))
+            with open_append_nofollow(self.folder / SEALS) as out:
+                out.write("".join(f"{key} {seal}\n" for key, seal in seals.items()).encode())
         except OSError:
             pass
 
@@ -110,7 +114,7 @@ class RunStore:
             if enabled:
                 gc.enable()
         if remember and len(seals) != known:
-            self._save_seals(seals)
+            self._remember(dict(list(seals.items())[known:]))
         return scan
 
     def _scan(self, scan: StoreScan, seals: dict[str, str]) -> None:
@@ -162,9 +166,7 @@ class RunStore:
         path = self.run_dir(record.runId) / RECORD
         write_record(path, record)
         text = path.read_text()
-        seals = self._seals()
-        seals[raw_digest(text)] = str(json.loads(text)["seal"])  # sealed a moment ago by this process
-        self._save_seals(seals)
+        self._remember({raw_digest(text): str(json.loads(text)["seal"])})  # sealed a moment ago by this process
         return path
 
     def refuse_foreign(self, scan: StoreScan, sha256: str) -> None:

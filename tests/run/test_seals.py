@@ -23,7 +23,7 @@ def _ran(project: Project) -> RunStore:
 
 def test_the_driver_remembers_the_seals_it_wrote_and_a_changed_record_is_still_refused(toy: Project) -> None:
     store = _ran(toy)
-    memory = json.loads((store.folder / SEALS).read_text())
+    memory = (store.folder / SEALS).read_text().splitlines()
     assert len(memory) == len(list(store.folder.glob("*/record.json")))
     assert len(store.scan().records) == len(memory)
 
@@ -37,7 +37,7 @@ def test_the_driver_remembers_the_seals_it_wrote_and_a_changed_record_is_still_r
 
 def test_a_damaged_memory_is_ignored_and_only_a_full_report_writes_it(toy: Project, cli) -> None:
     store = _ran(toy)
-    (store.folder / SEALS).write_text("not json")
+    (store.folder / SEALS).write_text("not a digest\n" + "0" * 64 + " sha256:" + "1" * 64 + "\n")
     assert len(store.scan().records) > 0  # every seal checked in full
     (store.folder / SEALS).unlink()
     assert cli("report", "-p", "toy-v1", "--dry-run").exit_code == 0
