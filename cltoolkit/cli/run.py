@@ -175,6 +175,7 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """The grid (comparison x cell x order x seed) with each run's state (and raw scores: never results)."""
+        from cltoolkit.report.format import fmt
         from cltoolkit.run.status import STATE_LETTERS, grid_status
 
         grid = grid_status(project(), protocol, stage=stage, pilot=pilot)
@@ -207,15 +208,9 @@ def register(app: typer.Typer) -> None:
                 if run.scores:
                     parts = []
                     for key, value in run.scores.items():
-                        if isinstance(value, dict):
-                            value = (
-                                "{"
-                                + ", ".join(
-                                    f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items()
-                                )
-                                + "}"
-                            )
+                        if isinstance(value, dict):  # the report's number format (4.252e-04, never 0.000)
+                            value = "{" + ", ".join(f"{k} {fmt(v)}" for k, v in value.items()) + "}"
                         elif isinstance(value, float):
-                            value = f"{value:.3f}"
+                            value = fmt(value)
                         parts.append(f"{key.split('.', 1)[-1]} {value}")
                     typer.echo(f"  {run.runId}: " + "; ".join(parts))

@@ -191,16 +191,15 @@ class LadderAnalysis(Analysis):
         for key in ("control", "transfer"):
             eq = rungs[key]["equilibrium"]
             cyc = rungs[key]["cycle"]
+            equilibria = ", ".join(f"{c} {eq[c]:.7g}" for c in eq if eq[c] is not None)
+            cycles = ", ".join(
+                f"{c} period {v['period']} (limit states {', '.join(f'{s:.7f}' for s in v['limitStates'] or [])})"
+                for c, v in cyc.items()
+                if v
+            )
             lines.append(
-                f"{key.capitalize()}: continuous-controller equilibria "
-                + ", ".join(f"{c} {eq[c]:.7g}" for c in eq if eq[c] is not None)
-                + "; grid-controller tail cycles "
-                + ", ".join(
-                    f"{c} period {v['period']} (limit states {', '.join(f'{s:.7f}' for s in v['limitStates'] or [])})"
-                    for c, v in cyc.items()
-                    if v
-                )
-                + "."
+                f"{key.capitalize()}: continuous-controller equilibria {equilibria or 'none (no controller settled)'}"
+                f"; grid-controller tail cycles {cycles or 'none (no grid controller reached a cycle)'}."
             )
         return "\n".join(lines) + "\n"
 
