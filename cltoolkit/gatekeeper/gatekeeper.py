@@ -34,6 +34,22 @@ from cltoolkit.run.trust import planned_points, refuse_untrusted
 __all__ = ["ReportOutcome", "gatekeep", "report_protocol"]
 
 
+DRAFT_NOTES = ("New version of ", "Draft from the ")
+"""How the notes clt writes into a draft's status begin (`clt protocol bump`, `clt init`): they say "not frozen"
+or "draft", which a report makes untrue, so a report replaces them; a note a person wrote is kept as written."""
+
+
+def _reported_note(note: str, results: Results) -> str:
+    if note and not note.startswith(DRAFT_NOTES):
+        return note
+    runs = results.runs
+    partial = runs.completed < runs.planned
+    return (
+        f"Frozen; stage {results.stage!r} reported {results.measuredOn:%Y-%m-%d}: {runs.completed} of {runs.planned} "
+        "planned runs completed" + (" (PARTIAL: gates lacking runs are not evaluable)." if partial else ".")
+    )
+
+
 @dataclass
 class ReportOutcome:
     results: Results
@@ -289,7 +305,7 @@ def report_protocol(
     document = dict(loaded.document)
     status = dict(document.get("status") or {})
     status.update({"stage": "reported", "updatedOn": results.measuredOn.date().isoformat()})
-    status.setdefault("note", "")
+    status["note"] = _reported_note(str(status.get("note") or ""), results)
     if not dry_run:
         status["reportedStages"] = list(dict.fromkeys([*(status.get("reportedStages") or []), results.stage]))
     document["status"] = status
