@@ -78,6 +78,11 @@ def freeze(
         print_json(lock.model_dump(mode="json"))
         return
     typer.echo(f"froze {lock.protocol} at {lock.sha256} -> {proj.lock_path(lock.protocol)}")
+    if (proj.root / ".git").exists():
+        lock_rel = proj.lock_path(lock.protocol).relative_to(proj.root)
+        typer.echo(
+            f"next: commit the lock with its protocol: git add {lock_rel} protocols/{lock.protocol}.json && git commit"
+        )
 
 
 @command(app, "new")

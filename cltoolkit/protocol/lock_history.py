@@ -199,7 +199,13 @@ def history_problems(project: Project, protocol_id: str, accept_shallow: bool = 
         return [], ["not a git checkout: lock history not checked"]
     problems: list[str] = []
     notes: list[str] = []
-    if (_git(root, "status", "--porcelain", "--", rel) or "").strip():
+    state = (_git(root, "status", "--porcelain", "--", rel) or "").strip()
+    if state.startswith("??"):
+        problems.append(
+            f"{rel} is not committed yet: commit it with its protocol (`git add {rel} protocols/{protocol_id}.json "
+            "&& git commit`); its history is checked from that commit on"
+        )
+    elif state:
         problems.append(f"{rel} has uncommitted changes: a lock is written once, by `clt protocol freeze`")
     if (_git(root, "rev-parse", "--is-shallow-repository") or "").strip() == "true":
         if accept_shallow:

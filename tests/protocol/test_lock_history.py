@@ -232,3 +232,15 @@ def test_a_refreeze_that_withdrew_a_hash_runs_used_is_refused(toy, cli) -> None:
     _git(toy.root, "commit", "-q", "-m", "declare")
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and f"withdrew {old}" in out.output and "record.json carry it" in out.output, out.output
+
+
+def test_a_new_lock_not_yet_committed_says_commit_it(toy, cli) -> None:
+    _git(toy.root, "init", "-q")
+    write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
+    out = cli("protocol", "freeze", "toy-v1")
+    assert out.exit_code == 0 and "next: commit the lock with its protocol: git add registry/locks/" in out.output
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "is not committed yet: commit it with its protocol" in out.output, out.output
+    _git(toy.root, "add", "-A")
+    _git(toy.root, "commit", "-q", "-m", "freeze")
+    assert cli("protocol", "verify").exit_code == 0
