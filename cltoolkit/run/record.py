@@ -228,8 +228,8 @@ def _read_text(path: Path, where: str) -> str:
     return decode_json_bytes(raw, where)
 
 
-def _read_raw(path: Path, where: str | None = None) -> tuple[str, dict[str, Any]]:
-    where = where or display_path(path)
+def _read_raw(path: Path) -> tuple[str, dict[str, Any]]:
+    where = display_path(path)
     text = _read_text(path, where)
     return text, loads_strict(text, where)
 
@@ -270,7 +270,7 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
         if not isinstance(seal, str):
             raise ValidationFailed(problems=[Problem(f"{where}: /seal", "missing: every record is sealed")])
         try:
-            actual = seal if verified is not None and verified.get(key) == seal else record_seal(data)
+            actual = record_seal(data)  # bytes the store had checked returned above
         except rfc8785.CanonicalizationError as exc:
             raise ValidationFailed(problems=[Problem(where, f"cannot canonicalize (RFC 8785): {exc}")]) from None
         if actual != seal:
@@ -301,11 +301,12 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
         raise ValidationFailed(problems=pydantic_problems(exc, where)) from None
 
 
-def write_record(path: Path, record: RunRecord) -> None:
-    """Seal, then write atomically (sorted keys, no NaN)."""
+def write_record(path: Path, record: RunRecord) -> str:
+    """Seal, then write atomically (sorted keys, no NaN); returns the seal."""
     data = record.model_dump(mode="json")
     data["seal"] = record_seal(data)
     write_json(path, data)
+    return str(data["seal"])
 
 
 def seal_record_file(path: Path) -> bool:

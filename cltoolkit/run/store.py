@@ -164,9 +164,8 @@ class RunStore:
     def write(self, record: RunRecord) -> Path:
         """Seal and write a record atomically; its seal is remembered for the next scan (see `SEALS`)."""
         path = self.run_dir(record.runId) / RECORD
-        write_record(path, record)
-        text = path.read_text()
-        self._remember({raw_digest(text): str(json.loads(text)["seal"])})  # sealed a moment ago by this process
+        seal = write_record(path, record)
+        self._remember({raw_digest(path.read_text()): seal})  # the bytes this process just sealed and wrote
         return path
 
     def refuse_foreign(self, scan: StoreScan, sha256: str) -> None:
