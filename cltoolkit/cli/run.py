@@ -83,6 +83,20 @@ def register(app: typer.Typer) -> None:
         progress = RunProgress(quiet=json_out)
 
         def planned(summary: GridSummary) -> None:
+            todo = summary.planned - summary.skipped
+            if not json_out:
+                sys.stderr.write(
+                    f"{'PILOT ' if summary.pilot else ''}{summary.protocol} stage {summary.stage} "
+                    f"({summary.sha256[:19]}...): {summary.planned} planned, {summary.skipped} already completed, "
+                    f"{todo} to run on {min(summary.workers, todo) if todo else summary.workers} worker(s)\n"
+                )
+                if todo and summary.estimate is not None:
+                    sys.stderr.write(summary.estimate.line(min(summary.workers, todo)) + "\n")
+                elif todo:
+                    sys.stderr.write(
+                        f"estimate: none yet (no run of {summary.protocol} has been measured; the finished runs "
+                        "give one, and `clt status` shows them)\n"
+                    )
             for warning in summary.warnings:
                 sys.stderr.write(f"warning: {warning}\n")
             for where, why in summary.redone:

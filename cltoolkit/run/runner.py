@@ -19,11 +19,13 @@ from cltoolkit.component_validation import load_protocol, validate_document
 from cltoolkit.errors import InputError, Refusal
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
+from cltoolkit.protocol.load import display_path
 from cltoolkit.protocol.lock import Lock, pinned_code_problems, read_lock, require_frozen
 from cltoolkit.protocol.models import CodeAmendment, ProtocolBase
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
 from cltoolkit.run import provenance
+from cltoolkit.run.estimate import Estimate, estimate, measured_times
 from cltoolkit.run.record import RECORD_VERSION, RunRecord
 from cltoolkit.run.spec import ExecutionResult, GridPoint, Job, Resources, RunSpec
 from cltoolkit.run.store import RunStore
@@ -91,6 +93,10 @@ class GridSummary:
     """Run folders found without a readable record (interrupted or partially written) that this run redoes."""
     warnings: list[str] = field(default_factory=list)
     """What the user should know before the runs start (e.g. a pilot reusing confirmatory seeds)."""
+    stage: str = ""
+    workers: int = 1
+    estimate: Estimate | None = None
+    """CPU-hours and wall time of the runs to do, from measured run times (None where none were measured)."""
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -330,7 +336,19 @@ def _run_locked(
         lines = selection.unmatched(plan_runs(loaded, stage.id, Selection(), regs)) or ["no grid point has them all"]
         raise InputError(f"{loaded.id}: the selection matches no run of stage {stage.id!r}:\n" + "\n".join(lines))
     todo = [p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")]
-    summary = GridSummary(loaded.id, digest, options.pilot, store.folder, len(points), len(points) - len(todo))
+    workers = options.workers or os.cpu_count() or 1
+    times = measured_times(scan.records.values(), display_path(store.folder), loaded.id, loaded.path)
+    summary = GridSummary(
+        loaded.id,
+        digest,
+        options.pilot,
+        store.folder,
+        len(points),
+        len(points) - len(todo),
+        stage=stage.id,
+        workers=workers,
+        estimate=estimate(todo, times, workers, options.resources.cpus),
+    )
     if options.pilot and stage.purpose != "pilot" and read_lock(project, loaded.id) is not None:
         summary.warnings.append(
             f"this pilot runs stage {stage.id!r}, whose seeds {stage.seeds} are the confirmatory ones: pilot seeds "
@@ -386,7 +404,7 @@ def _run_locked(
             callbacks.on_start(job.spec)
 
     try:
-        for result in runner.execute(jobs, workers=options.workers or os.cpu_count() or 1, on_start=begin):
+        for result in runner.execute(jobs, workers=workers, on_start=begin):
             spec = result.spec
             store.write(_record(spec, result, started.get(spec.run_id, grid_start), project, code[spec.method]))
             done.add(spec.run_id)
