@@ -8,6 +8,7 @@ written atomically, exit 3 with error.json on a Python exception (traceback in t
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -47,6 +48,13 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
         spec = spec_from_payload(job["spec"])
         suite = regs.new_suite(protocol.suite)
         output = suite.execute(protocol, spec, Path(job["runDir"]))
+        bad = _non_finite(output.metrics, "/metrics")
+        if bad is not None:
+            return {
+                "state": "failed",
+                "reason": f"{bad}: the run produced a non-finite value (NaN or infinity), which a record cannot "
+                f"hold; method {spec.method!r} diverged or returned an invalid score",
+            }
         return {
             "state": "completed",
             "metrics": output.metrics,
@@ -60,6 +68,18 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a failed run: recorded, never retried
         traceback.print_exc()
         return {"state": "failed", "reason": traceback.format_exception_only(type(exc), exc)[-1].strip()}
+
+
+def _non_finite(value: Any, pointer: str) -> str | None:
+    """The JSON pointer of the first NaN or infinity in a run's output, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{pointer} = {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list | tuple) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{pointer}/{key}")
+        if found is not None:
+            return found
+    return None
 
 
 def _exit_when_orphaned(parent: int) -> None:

@@ -79,12 +79,23 @@ def rollout(model: LinearModel, protocol: LadderProtocol) -> dict[str, Any]:
     true = protocol.systems.true
     const = np.full(r.constantSteps, r.constantAction)
     truth = simulate(true.a, true.b, true.c, r.s0, r.uPrev0, const)
-    pred = simulate(model.a, model.b, model.c, r.s0, r.uPrev0, const)
+
+    def predicted(actions: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            states = simulate(model.a, model.b, model.c, r.s0, r.uPrev0, actions)
+        if not np.isfinite(states).all():
+            raise ValueError(
+                f"the model's rollout {model.coefficients} leaves float range within {actions.size} steps "
+                f"(|a| = {abs(model.a):.3g}): an unstable fit; the rollout rung cannot score it"
+            )
+        return states
+
+    pred = predicted(const)
     alternating = {}
     for horizon in r.alternatingHorizons:
         acts = _alternating(r.alternatingAmplitude, horizon)
         t_alt = simulate(true.a, true.b, true.c, r.s0, r.uPrev0, acts)
-        m_alt = simulate(model.a, model.b, model.c, r.s0, r.uPrev0, acts)
+        m_alt = predicted(acts)
         alternating[str(horizon)] = {"rmse": _rmse(m_alt, t_alt)}
     return {
         "rmse": _rmse(pred, truth),
@@ -102,7 +113,7 @@ def _rmse(a: np.ndarray, b: np.ndarray) -> float:
     with np.errstate(over="ignore", invalid="ignore"):
         value = float(np.sqrt(np.mean((a - b) ** 2)))
     if not np.isfinite(value):
-        raise ValueError("rollout overflowed: declare a shorter horizon")
+        raise ValueError("a rollout left float range within the declared horizon: an unstable fitted model")
     return value
 
 

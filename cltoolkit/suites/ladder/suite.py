@@ -56,6 +56,11 @@ class LadderSuite(Suite):
             raise TypeError(f"method {comp.method!r} is not a ladder DynamicsModel")
         params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
         model = method.build(params, protocol, np.random.default_rng(spec.seed))
+        if model is not None and not all(np.isfinite(v) for v in model.coefficients.values()):
+            raise ValueError(
+                f"method {comp.method!r} built a model with non-finite coefficients {model.coefficients}: its fit "
+                "failed or diverged (the method's output, not the protocol)"
+            )
         control = protocol.rungs.control
         metrics: dict[str, object] = {}
         queries = 0
