@@ -32,9 +32,20 @@ def validate_document(
     if suite_name not in regs.suite:
         raise ValidationFailed(problems=[Problem(f"{source}: /suite", regs.suite.unknown_message(suite_name))])
     suite = regs.new_suite(suite_name)
-    model = validate_structure(document, source, suite.protocol_model)
+    try:
+        model = validate_structure(document, source, suite.protocol_model)
+    except ValidationFailed as failed:  # also say what the registries find, so problems come at once, not in rounds
+        seen = {(p.where, p.message) for p in failed.problems}
+        more = _check_registered(
+            suite_name, _raw_comparisons(document), _raw_metric_ids(document), regs, source, type(suite)
+        )
+        raise ValidationFailed(
+            problems=[*failed.problems, *(p for p in more if (p.where, p.message) not in seen)]
+        ) from None
     problems = id_problems(model, source, expected_id)
-    problems.extend(_check_registered(model, regs, source, type(suite)))
+    comparisons = [(i, c.method, c.hyperparameters) for i, c in enumerate(model.comparisons)]
+    metric_ids = [(i, m.id) for i, m in enumerate(model.metrics)]
+    problems.extend(_check_registered(model.suite, comparisons, metric_ids, regs, source, type(suite)))
     problems.extend(Problem(f"{source}: {p.where}", p.message) for p in suite.check(model))
     problems.extend(_stage_cells(model, [c for c in suite.cells(model) if c is not None], source))
     if problems:
@@ -55,32 +66,61 @@ def _stage_cells(model: ProtocolBase, known: list[str], source: str) -> list[Pro
     return problems
 
 
-def _check_registered(model: ProtocolBase, regs: Registries, source: str, suite: type[Suite]) -> list[Problem]:
+def _raw_comparisons(document: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
+    """(index, method, hyperparameters) of each comparison of a document that failed structural validation."""
+    items = document.get("comparisons")
+    out = []
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, dict) and isinstance(item.get("method"), str):
+            hyper = item.get("hyperparameters")
+            out.append((i, item["method"], hyper if isinstance(hyper, dict) else {}))
+    return out
+
+
+def _raw_metric_ids(document: dict[str, Any]) -> list[tuple[int, str]]:
+    items = document.get("metrics")
+    return [
+        (i, item["id"])
+        for i, item in enumerate(items if isinstance(items, list) else [])
+        if isinstance(item, dict) and isinstance(item.get("id"), str)
+    ]
+
+
+def _check_registered(
+    suite_name: str,
+    comparisons: list[tuple[int, str, dict[str, Any]]],
+    metric_ids: list[tuple[int, str]],
+    regs: Registries,
+    source: str,
+    suite: type[Suite],
+) -> list[Problem]:
     problems = []
-    for i, comp in enumerate(model.comparisons):
+    # built-in methods are named <suite>.<method>: suggest this suite's and those of no known suite (a project's)
+    mine = [n for n in regs.method.names() if n.split(".")[0] == suite_name or n.split(".")[0] not in regs.suite]
+    for i, name, hyperparameters in comparisons:
         where = f"{source}: /comparisons/{i}"
-        if comp.method not in regs.method:
-            problems.append(Problem(f"{where}/method", regs.method.unknown_message(comp.method)))
-            continue
-        method = regs.method.get(comp.method)
-        if method.suite != model.suite:
+        if name not in regs.method:
             problems.append(
-                Problem(
-                    f"{where}/method", f"method {comp.method!r} belongs to suite {method.suite!r}, not {model.suite!r}"
-                )
+                Problem(f"{where}/method", regs.method.unknown_message(name, mine, f" for suite {suite_name!r}"))
+            )
+            continue
+        method = regs.method.get(name)
+        if method.suite != suite_name:
+            problems.append(
+                Problem(f"{where}/method", f"method {name!r} belongs to suite {method.suite!r}, not {suite_name!r}")
             )
         else:
-            problems.extend(Problem(f"{where}/method", line) for line in method_problems(suite, comp.method, method))
+            problems.extend(Problem(f"{where}/method", line) for line in method_problems(suite, name, method))
         if method.Params is not None:
             try:
-                method.Params.model_validate_json(json.dumps(comp.hyperparameters), strict=True)
+                method.Params.model_validate_json(json.dumps(hyperparameters), strict=True)
             except ValidationError as exc:
                 problems.extend(pydantic_problems(exc, source, f"/comparisons/{i}/hyperparameters"))
-        elif comp.hyperparameters:
-            problems.append(Problem(f"{where}/hyperparameters", f"method {comp.method!r} takes no hyperparameters"))
-    for i, metric in enumerate(model.metrics):
-        if metric.id not in regs.metric:
-            problems.append(Problem(f"{source}: /metrics/{i}/id", regs.metric.unknown_message(metric.id)))
+        elif hyperparameters:
+            problems.append(Problem(f"{where}/hyperparameters", f"method {name!r} takes no hyperparameters"))
+    for i, metric_id in metric_ids:
+        if metric_id not in regs.metric:
+            problems.append(Problem(f"{source}: /metrics/{i}/id", regs.metric.unknown_message(metric_id)))
     return problems
 
 

@@ -121,12 +121,14 @@ class Registry(Generic[T]):
             entry.value, entry.resolved = obj, True
         return cast(T, entry.value)
 
-    def unknown_message(self, name: str) -> str:
-        names = self.names()
+    def unknown_message(self, name: str, among: list[str] | None = None, where: str = "") -> str:
+        """`name` is not registered: the close names and those available (`among` them only, e.g. one suite's
+        methods, said as `where`)."""
+        names = self.names() if among is None else among
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         listed = ", ".join(names) if names else "none"
-        return f"unknown {self.kind} {name!r}.{hint} Available: {listed}"
+        return f"unknown {self.kind} {name!r}.{hint} Available{where}: {listed}"
 
     def names(self) -> list[str]:
         return sorted(self._entries)

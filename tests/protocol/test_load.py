@@ -145,3 +145,23 @@ def test_loads_returns_plain_dicts() -> None:
     assert type(value) is dict and type(value["a"]) is dict
     assert json.dumps(value) == '{"a": {"b": [1, {"c": 2}]}}'
     assert issubclass(ValidationFailed, CltError)
+
+
+def test_every_problem_at_once(cli, project) -> None:
+    """A structural problem (a gate without its unit) does not hide the method's own (a missing hyperparameter)."""
+
+    def both(doc: dict) -> None:
+        del doc["gates"][0]["unit"]
+        del doc["comparisons"][1]["hyperparameters"]["capacity"]
+        doc["comparisons"][2]["method"] = "nav4.sequentail"
+
+    out = _cli_error(cli, project, both)
+    assert "/gates/0/unit: required field missing" in out
+    assert "/comparisons/1/hyperparameters/capacity: required field missing" in out
+    assert "/comparisons/2/method: unknown method 'nav4.sequentail'" in out
+
+
+def test_suggestions_come_from_the_protocols_suite(cli, project) -> None:
+    out = _cli_error(cli, project, lambda d: d["comparisons"][0].update(method="linear"))
+    line = next(x for x in out.splitlines() if "/comparisons/0/method" in x)
+    assert "Available for suite 'nav4': nav4.joint, " in line and "ladder." not in line and "wmf." not in line
