@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -150,7 +151,7 @@ def test_loads_returns_plain_dicts() -> None:
 def test_every_problem_at_once(cli, project) -> None:
     """A structural problem (a gate without its unit) does not hide the method's own (a missing hyperparameter)."""
 
-    def both(doc: dict) -> None:
+    def both(doc: dict[str, Any]) -> None:
         del doc["gates"][0]["unit"]
         del doc["comparisons"][1]["hyperparameters"]["capacity"]
         doc["comparisons"][2]["method"] = "nav4.sequentail"
