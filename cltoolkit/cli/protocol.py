@@ -153,10 +153,13 @@ def diff(a: Ref, b: Ref, json_out: Json = False) -> None:
             }
         )
         return
-    declared = _declared(doc_b)
+    new_version = isinstance(doc_a, dict) and isinstance(doc_b, dict) and doc_a.get("id") != doc_b.get("id")
+    declared = _declared(doc_b) if new_version else None
     if declared is None:
         for change in changes:
             typer.echo(str(change))
+        if new_version:
+            typer.echo(f"{b}: its `changes` do not parse (validate it), so no change is marked declared or not")
     else:
         marks = [covering_change(c.pointer, declared) for c in changes]
         for change, mark in zip(changes, marks, strict=True):
@@ -166,18 +169,25 @@ def diff(a: Ref, b: Ref, json_out: Json = False) -> None:
             typer.echo(f"change {i + 1} ({', '.join(d.pointers)}): {d.reason}")
         undeclared = sum(m is None for m in marks)
         typer.echo(f"{undeclared} undeclared change(s)")
+        if undeclared and not declared:
+            typer.echo(
+                f"{b} declares no `changes` yet: freeze refuses a new version until each change is declared "
+                '(`"changes": [{"pointers": [...], "reason": "..."}]`)'
+            )
     same = protocol_hash(doc_a) == protocol_hash(doc_b)
     typer.echo(f"{len(changes)} change(s), {len(hashed)} in hashed content; hashes {'equal' if same else 'differ'}")
 
 
 def _declared(document: Any) -> list[DeclaredChange] | None:
-    """The document's declared changes (None where it declares none or they do not parse)."""
+    """The document's declared changes ([] where it declares none; None where they do not parse)."""
     from pydantic import ValidationError
 
     from cltoolkit.protocol.models import DeclaredChange
 
     raw = document.get("changes") if isinstance(document, dict) else None
-    if not isinstance(raw, list) or not raw:
+    if raw is None or raw == []:
+        return []
+    if not isinstance(raw, list):
         return None
     try:
         return [DeclaredChange.model_validate(c) for c in raw]

@@ -161,6 +161,10 @@ def test_a_new_version_declares_every_change_or_does_not_freeze(cli, project) ->
     write(path, doc)
     out = cli("protocol", "freeze", "ladder-v2")
     assert out.exit_code == 1 and "/title" in out.output and "undeclared change from ladder-v1" in out.output
+    before = cli("protocol", "diff", "ladder-v1", "ladder-v2").output  # no `changes` yet: every change is marked
+    marked = [line for line in before.splitlines() if line.endswith("  [UNDECLARED]")]
+    assert {line.split(":")[0] for line in marked} == {"/title", "/goal"}, before
+    assert "2 undeclared change(s)" in before and "ladder-v2 declares no `changes` yet" in before
     doc["changes"] = [{"pointers": ["/title"], "reason": "a clearer title"}]
     write(path, doc)
     diff = cli("protocol", "diff", "ladder-v1", "ladder-v2")
