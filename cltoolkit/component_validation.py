@@ -170,6 +170,12 @@ def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
                 "identical runs, so they cannot estimate its variability"
             )
     for i, gate in enumerate(model.gates):
+        if gate.metric in regs.metric and gate.unit != regs.metric.get(gate.metric).unit:
+            out.append(
+                f"{source}: /gates/{i}/unit: gate {gate.id!r} declares unit {gate.unit!r} where its metric "
+                f"{gate.metric!r} is in {regs.metric.get(gate.metric).unit!r}: the report prints the declared unit, "
+                "so the threshold must be in it"
+            )
         if gate.test not in ("superiority", "non-inferiority") or gate.metric not in regs.metric:
             continue
         higher = regs.metric.get(gate.metric).higher_is_better

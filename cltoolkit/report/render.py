@@ -10,6 +10,7 @@ from typing import Any
 from cltoolkit._io import atomic_write_text
 from cltoolkit.project import Project
 from cltoolkit.protocol.costs import ResourceCosts
+from cltoolkit.protocol.load import display_path
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
@@ -50,9 +51,12 @@ def _verdict(p: Any, r: Results) -> str:
 
 
 def _unit(gate: Any, regs: Registries) -> str:
-    if gate is not None and gate.metric in regs.metric:
-        return str(regs.metric.get(gate.metric).unit)
-    return str(gate.unit) if gate is not None else "-"
+    """The gate's declared unit (the protocol's word; its metric's may name another)."""
+    if gate is None:
+        return "-"
+    if gate.unit:
+        return str(gate.unit)
+    return str(regs.metric.get(gate.metric).unit) if gate.metric in regs.metric else "-"
 
 
 def _claims(p: Any, r: Results, regs: Registries) -> list[str]:
@@ -139,6 +143,16 @@ def report_page(
             ),
             Blank(),
             *(Item(f"**WARNING: {line}**", "warning") for line in r.mixedComponentCode),
+            Blank(),
+        ]
+    if loaded.warnings:
+        source = display_path(loaded.path) + ": "
+        blocks += [
+            Paragraph(
+                "**WARNING: the protocol's design warnings (from validation; they did not block it):**", "warning"
+            ),
+            Blank(),
+            *(Item(f"**WARNING: {w.removeprefix(source)}**", "warning") for w in loaded.warnings),
             Blank(),
         ]
     lines = [

@@ -106,3 +106,38 @@ def test_the_readme_and_status_note_state_the_committed_reproduction_numbers() -
     assert f"in {inside['count']} of the {inside['of']} (cell, method, quantity) comparisons" in readme
     for cell, ranking in summary["rdRankings"].items():
         assert f"{cell} {ranking['kendallTau']:.2g} (" in note
+
+
+def test_design_warnings_floor_and_declared_unit_reach_the_report(project, cli) -> None:
+    """A validation warning is printed in the report; the gate's declared unit is the one printed."""
+    from tests.conftest import read, write
+
+    path = project.protocol_path("sessions-v1")
+    doc = read(path)
+    doc["claims"].append({"id": "new-robot", "text": "Transfers to a new arm.", "heldOutUnit": "robot"})
+    doc["gates"][0]["unit"] = "state units"
+    write(path, doc)
+    validated = cli("protocol", "validate", "sessions-v1")
+    assert validated.exit_code == 0 and "/gates/0/unit: gate 'affine-below-knn-new-sessions' declares unit" in (
+        validated.output
+    )
+    assert cli("protocol", "freeze", "sessions-v1").exit_code == 0
+    assert cli("run", "--protocol", "sessions-v1", "--workers", "2").exit_code == 0
+    assert cli("report", "--protocol", "sessions-v1").exit_code == 0, "report"
+    text = (project.root / "reports" / "sessions-v1" / "report.md").read_text()
+    assert "**WARNING: the protocol's design warnings (from validation; they did not block it):**" in text
+    warned = [line for line in text.splitlines() if line.startswith("- **WARNING: /claims/")]
+    assert len(warned) == 1 and "'robot', which no evaluation set holds out" in warned[0]
+    claim = next(line for line in text.splitlines() if line.startswith("| affine-below-knn-new-sessions"))
+    assert "| state units |" in claim, claim
+
+
+def test_nav4_floor_warning() -> None:
+    from cltoolkit.suites.nav4.analysis import floor_lines
+
+    def comparison(key: list[float], goal: list[float]) -> dict[str, object]:
+        return {"perTask": {t: {"immediate": v, "final": v} for t, v in (("key", key), ("goal", goal))}}
+
+    floored = floor_lines({"a": comparison([0.0, 0.0], [0.5, 0.0]), "b": comparison([0.0, 0.0], [0.0, 0.0])})
+    assert floored[0].startswith("**WARNING: floor: key at 0.00 success in every run of every comparison")
+    assert floor_lines({"a": comparison([0.0, 0.1], [0.5, 0.0])}) == []

@@ -154,6 +154,7 @@ class Nav4Analysis(Analysis):
             "## Per-task success (final-test layouts; one table per task order, rows in training order, "
             "values per run in seed order)",
             "",
+            *floor_lines(comps),
         ]
 
         def fmt(xs: list[float | None]) -> str:
@@ -208,6 +209,27 @@ class Nav4Analysis(Analysis):
         lines += ["", *_by_order_table(comps), "", *_by_position_table(comps), *_new_task_reading(protocol, comps)]
         lines += ["", *_seed_sensitivity(comps), *_shared_seed_note(comps), ""]
         return "\n".join(lines) + "\n"
+
+
+def floor_lines(comps: dict[str, Any]) -> list[str]:
+    """A warning per task whose success is 0 in every run of every comparison, immediately and at the end: there
+    the comparisons cannot differ, so a contrast on that task measures nothing (the budget or the task is too hard
+    for every method, or the evaluation is broken)."""
+    tasks: dict[str, bool] = {}
+    for c in comps.values():
+        for task, v in c["perTask"].items():
+            values = [x for k in ("immediate", "final") for x in v[k] if x is not None]
+            tasks[task] = tasks.get(task, True) and bool(values) and all(x == 0 for x in values)
+    floored = [task for task, at_floor in tasks.items() if at_floor]
+    if not floored:
+        return []
+    return [
+        f"**WARNING: floor: {', '.join(floored)} at 0.00 success in every run of every comparison (immediately and at "
+        "the end): the comparisons cannot differ there, so retention, forgetting and contrasts on "
+        f"{'this task' if len(floored) == 1 else 'these tasks'} measure nothing (the budget or the task is too hard "
+        "for every method, or the evaluation is broken).**",
+        "",
+    ]
 
 
 def _span(xs: list[float]) -> str:
