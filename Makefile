@@ -11,6 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip uninstall -q -y cltoolkit 2>/dev/null || true  # this project's distribution before it was clt-prereg
 	$(BIN)/pip install -q -e '.[dev,ray,nav,wm]'
 	touch $(STAMP)
 

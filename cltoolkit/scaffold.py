@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from cltoolkit import __version__
 from cltoolkit._io import atomic_write_text, dump_json
 from cltoolkit.component_validation import validate_document
 from cltoolkit.errors import InputError, Refusal
@@ -24,8 +25,9 @@ SCHEMA_REF = "../schemas/protocol.schema.json"
 
 README = """# {name}
 
-An evaluation repository for [clt](https://pypi.org/project/cltoolkit/): pre-registered protocols, frozen before
-any result, and results only from the gatekeeper.
+An evaluation repository for clt (distribution `clt-prereg`, command `clt`, import package `cltoolkit`; the
+package index's `cltoolkit` and `clt` are other projects): pre-registered protocols, frozen before any result, and
+results only from the gatekeeper.
 
 - `protocols/<name>-v<N>.json`: evaluation plans (`clt protocol new --suite <suite> <name>-v1` writes a draft)
 - `registry/components.json`: this repository's own components (kind -> name -> "module:attr"; modules live here)
@@ -34,7 +36,10 @@ any result, and results only from the gatekeeper.
 - `reports/`: reports written by `clt report`
 - `schemas/protocol.schema.json`: the protocol JSON Schema (editors use it through each protocol's `$schema`)
 
-CI (`.github/workflows/clt.yml`) runs `clt protocol verify` and `clt report --check` for every reported protocol.
+CI (`.github/workflows/clt.yml`) runs `clt protocol verify` and `clt report --check` for every reported protocol. It
+installs clt from `CLT_SOURCE` (a repository variable: a wheel URL or `git+https://...@<commit>` of clt, what your
+team installs; default `clt-prereg=={version}`). Commit each lock with its protocol: `clt protocol verify` checks
+the history of every lock from that commit on.
 """
 
 GITIGNORE = """pilot-runs/
@@ -58,7 +63,11 @@ jobs:
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - run: pip install cltoolkit
+      # clt itself (distribution clt-prereg; `cltoolkit` and `clt` on the package index are other projects):
+      # set the repository variable CLT_SOURCE to the wheel or git URL your team installs clt from
+      - run: pip install "${{CLT_SOURCE:-clt-prereg=={version}}}"
+        env:
+          CLT_SOURCE: ${{{{ vars.CLT_SOURCE }}}}
       - run: clt protocol verify
       - run: |
           for f in protocols/*.json; do
@@ -112,9 +121,9 @@ def init_project(folder: Path) -> list[Path]:
         raise Refusal(f"{folder} already holds an evaluation repository (protocols/ or registry/ exists)")
     written = []
     for rel, text in (
-        ("README.md", README.format(name=folder.resolve().name)),
+        ("README.md", README.format(name=folder.resolve().name, version=__version__)),
         (".gitignore", GITIGNORE),
-        (".github/workflows/clt.yml", CI),
+        (".github/workflows/clt.yml", CI.format(version=__version__)),
         ("registry/components.json", json.dumps({"method": {}}, indent=2) + "\n"),
         ("schemas/protocol.schema.json", json.dumps(generate("protocol"), indent=2, sort_keys=True) + "\n"),
     ):
@@ -123,4 +132,22 @@ def init_project(folder: Path) -> list[Path]:
     for sub in ("protocols", "registry/locks", "runs", "reports"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
         (folder / sub / ".gitkeep").touch()
+    if _git_init(folder):
+        written.append(folder / ".git")
     return written
+
+
+def _git_init(folder: Path) -> bool:
+    """`git init` the new repository unless it lies inside one already or git is missing: `clt protocol verify`
+    checks each lock's history in git, which an unversioned folder cannot show."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        return False
+    inside = subprocess.run([git, "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True)
+    if inside.returncode == 0:
+        return False
+    subprocess.run([git, "init", "-q"], cwd=folder, check=True, capture_output=True)
+    return True

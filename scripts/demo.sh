@@ -21,9 +21,10 @@ d = json.loads(n.read_text()); d["results"] = None
 d["status"] = {"stage": "draft", "updatedOn": d["status"]["updatedOn"], "note": "scratch draft for the demo pilot"}
 n.write_text(json.dumps(d, indent=2) + "\n")
 PY
-echo "== clt protocol verify"; "$clt" protocol verify
-echo "== clt run --protocol ladder-v1"; "$clt" run --protocol ladder-v1
-echo "== clt report --protocol ladder-v1"; "$clt" report --protocol ladder-v1
+echo "== clt protocol verify (every lock against its protocol; a few seconds)"; "$clt" protocol verify
+echo "== clt run --protocol ladder-v1 (5 runs of a scalar linear system; seconds)"; "$clt" run --protocol ladder-v1
+echo "== clt report --protocol ladder-v1 (the gatekeeper: results block, report.md and report.html; seconds)"
+"$clt" report --protocol ladder-v1
 echo; sed -n '/## Ladder/,/^Diagnostic/p' reports/ladder-v1/report.md
 echo "== a changed frozen protocol is refused"
 python3 - <<'PY'
@@ -45,6 +46,9 @@ for c in d["comparisons"]:
 d["evaluation"].update({"episodesPerTask": 20, "curvePoints": 2, "curveEpisodes": 10})
 p.write_text(json.dumps(d, indent=2) + "\n")
 PY
+echo "   2 runs on 2 workers: each first generates the protocol's MiniGrid layouts from its seed ranges (training pool,"
+echo "   distinct validation and test layouts; most of the first minute), then trains PPO on four tasks in turn and"
+echo "   evaluates after each; a line per finished run. About 1-2 minutes on an idle machine, 4-5 on a loaded one."
 "$clt" run --protocol nav4-v1 --pilot --stage pilot --seeds 100 --methods sequential,candidate --workers 2
 "$clt" status --protocol nav4-v1 --pilot --stage pilot --scores
 echo "demo done; the full reports are reports/ladder-v1/report.html and reports/sessions-v1/report.html in this repository"

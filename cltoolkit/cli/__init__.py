@@ -67,6 +67,10 @@ def init(
 
     written = init_project(Path(folder))
     typer.echo(f"initialised {folder}: " + ", ".join(str(p.relative_to(folder)) for p in written))
+    if Path(folder) / ".git" in written:
+        typer.echo(
+            "git: a new repository (commit each lock with its protocol; `clt protocol verify` checks its history)"
+        )
     typer.echo("next: clt protocol new --suite <suite> <name>-v1 (inside the folder)")
 
 

@@ -39,7 +39,9 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: cores).")] = None,
         timeout: Annotated[float | None, typer.Option("--timeout", help="Per-run limit in seconds.")] = None,
         threads: Annotated[int, typer.Option("--threads", help="Torch threads per run.")] = 1,
-        executor: Annotated[str, typer.Option("--executor", help="local (default) or ray (extra clt[ray]).")] = "local",
+        executor: Annotated[
+            str, typer.Option("--executor", help="local (default) or ray (extra clt-prereg[ray]).")
+        ] = "local",
         address: Annotated[
             str | None, typer.Option("--address", help="Ray: auto or host:port to join a cluster (default: start one).")
         ] = None,

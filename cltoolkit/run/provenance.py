@@ -106,7 +106,12 @@ def python_version() -> str:
 @functools.cache
 def _distribution_of(module: str) -> tuple[str | None, str | None]:
     top = module.split(".")[0]
-    names = metadata.packages_distributions().get(top, []) or [top]  # an editable install maps no files
+    if top == "cltoolkit":  # an editable install maps no files to its distribution, whose name is not the package's
+        from cltoolkit import DISTRIBUTION
+
+        names = [DISTRIBUTION]
+    else:
+        names = metadata.packages_distributions().get(top, []) or [top]
     name = sorted(names)[0]
     try:
         return name, metadata.version(name)

@@ -1,4 +1,4 @@
-"""The `ray` executor (extra `clt[ray]`): one Ray task per run, for grids that outgrow one machine.
+"""The `ray` executor (extra `clt-prereg[ray]`): one Ray task per run, for grids that outgrow one machine.
 
 - `--address auto|host:port` joins an existing cluster; no address starts a local one sized to `--workers`
   (dashboard and usage statistics off).
@@ -119,7 +119,9 @@ class RayExecutor(Executor):
         try:
             import ray
         except ImportError:
-            raise InputError("the ray executor needs Ray: pip install 'clt[ray]'") from None
+            raise InputError(
+                "the ray executor needs Ray: pip install 'clt-prereg[ray]' (or, in a clone: pip install -e '.[ray]')"
+            ) from None
         auth = use_token_if_available() if self.address else False
         if not ray.is_initialized():
             if self.address:

@@ -4,6 +4,7 @@ completion offered."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import typer.main
@@ -58,3 +59,18 @@ def test_output_to_a_pipe_never_folds_a_path(tmp_path, monkeypatch) -> None:
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith(f"wrote {deep / 'protocols' / 'study-v2.json'} "), done.stdout
+
+
+def test_init_starts_a_git_repository_unless_inside_one(tmp_path, cli) -> None:
+    import subprocess
+
+    out = cli("init", str(tmp_path / "study"))
+    assert out.exit_code == 0 and (tmp_path / "study" / ".git").is_dir()
+    assert "git: a new repository (commit each lock with its protocol" in out.output
+    nested = cli("init", str(tmp_path / "study" / "inner"))  # already inside a work tree: no repository in it
+    assert nested.exit_code == 0 and not (tmp_path / "study" / "inner" / ".git").exists()
+    assert "git: a new repository" not in nested.output
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=tmp_path / "study", capture_output=True, text=True
+    )
+    assert Path(top.stdout.strip()).resolve() == (tmp_path / "study").resolve()

@@ -33,7 +33,7 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     pip = [sys.executable, "-m", "pip", "-q"]
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)]
     subprocess.run(build, check=True, capture_output=True, text=True, timeout=300)
-    wheel = next(wheels.glob("cltoolkit-*.whl"))
+    wheel = next(wheels.glob("clt_prereg-*.whl"))  # the distribution's name, not the package index's `cltoolkit`
     install = [*pip, "install", "--no-deps", "--target", str(site), str(wheel)]
     subprocess.run(install, check=True, capture_output=True, text=True, timeout=300)
     (bin_dir / "python").symlink_to(sys.executable)
@@ -42,6 +42,10 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     clt.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("CLT_ROOT", "PYTHONPATH")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", PYTHONPATH=str(site))
+    # git as a researcher's machine has it (the tutorial commits its lock), whatever this machine's own settings
+    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="A Researcher")
+    env.update(GIT_AUTHOR_EMAIL="researcher@example.org", GIT_COMMITTER_NAME="A Researcher")
+    env.update(GIT_COMMITTER_EMAIL="researcher@example.org")
     where = subprocess.run(
         [sys.executable, "-c", "import cltoolkit; print(cltoolkit.__file__)"],
         env=env,
