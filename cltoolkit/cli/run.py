@@ -63,12 +63,27 @@ def register(app: typer.Typer) -> None:
         wait: Annotated[
             bool, typer.Option("--wait", help="If another driver holds the store, wait for it instead of exiting.")
         ] = False,
+        redo: Annotated[
+            list[str] | None,
+            typer.Option("--redo", help="Completed run ids to run again (comma-separated; only those run)."),
+        ] = None,
+        reason: Annotated[
+            str | None, typer.Option("--reason", help="Why --redo replaces them (kept in each new record).")
+        ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Run a protocol's grid (skipping finished runs) and write one record per run."""
         from cltoolkit.cli.progress import RunProgress
         from cltoolkit.errors import InputError
-        from cltoolkit.run.runner import Callbacks, ExecutorChoice, GridSummary, RunOptions, Selection, run_protocol
+        from cltoolkit.run.runner import (
+            Callbacks,
+            ExecutorChoice,
+            GridSummary,
+            Redo,
+            RunOptions,
+            Selection,
+            run_protocol,
+        )
         from cltoolkit.run.spec import Resources
 
         try:
@@ -78,6 +93,9 @@ def register(app: typer.Typer) -> None:
         selection = Selection(_split(methods), seed_list, _split(orders), _split(cells))
         if attempts < 1:
             raise InputError("--max-attempts must be at least 1")
+        if reason is not None and not redo:
+            raise InputError("--reason goes with --redo (the completed runs to replace)")
+        redone = Redo(_split(redo), reason or "") if redo else None
         device = device or ("cuda" if gpus > 0 else "cpu")
         if not re.match(r"^(auto|cpu|cuda(:[0-9]+)?)$", device):
             raise InputError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
@@ -86,15 +104,15 @@ def register(app: typer.Typer) -> None:
 
         def planned(summary: GridSummary) -> None:
             todo = summary.planned - summary.skipped
-            if not json_out:
+            if todo and not json_out:  # with nothing to run, the closing line says it all
                 sys.stderr.write(
                     f"{'PILOT ' if summary.pilot else ''}{summary.protocol} stage {summary.stage} "
                     f"({summary.sha256[:19]}...): {summary.planned} planned, {summary.skipped} already completed, "
-                    f"{todo} to run on {min(summary.workers, todo) if todo else summary.workers} worker(s)\n"
+                    f"{todo} to run on {min(summary.workers, todo)} worker(s)\n"
                 )
-                if todo and summary.estimate is not None:
+                if summary.estimate is not None:
                     sys.stderr.write(summary.estimate.line(min(summary.workers, todo)) + "\n")
-                elif todo:
+                else:
                     sys.stderr.write(
                         f"estimate: none yet (no run of {summary.protocol} has been measured; the finished runs "
                         "give one, and `clt status` shows them)\n"
@@ -125,6 +143,7 @@ def register(app: typer.Typer) -> None:
                 executor, {"address": address, "connect_timeout_s": connect_timeout} if address else {}
             ),
             wait=wait,
+            redo=redone,
         )
         # SIGTERM (schedulers, `kill`) stops a grid like Ctrl-C: running runs are recorded as interrupted; and
         # Ctrl-C works even when the shell started `clt run` in the background with SIGINT ignored

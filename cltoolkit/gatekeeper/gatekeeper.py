@@ -213,7 +213,7 @@ def gatekeep(
         measuredOn=datetime.datetime.now(datetime.UTC).replace(microsecond=0),
         toolkitVersion=__version__,
         stage=stage_id,
-        runs=RunCounts(**_counts(states, excluded)),
+        runs=RunCounts(**_counts(states, excluded), redone=sum(by_id[i].redone for i in states if i in by_id) or None),
         gates=gates,
         budgetChecks=budgets,
         # built from validated records and the plan: constructed without a second validation of every row

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
 from cltoolkit.protocol._base import Strict
 
@@ -40,6 +40,16 @@ class RunCounts(Strict):
     """Planned runs with no record."""
     excluded: int
     """Runs excluded by a declared rule (listed in `exclusions`)."""
+    redone: int | None = None
+    """Runs whose completed record was replaced on purpose (`clt run --redo`; the new record keeps the replaced
+    record's seal and the reason). Absent where no run was redone (blocks written before redo existed lack it)."""
+
+    @model_serializer(mode="wrap")
+    def _without_unset_redone(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("redone") is None:
+            data.pop("redone", None)
+        return data
 
 
 class HypothesisResult(Strict):

@@ -170,6 +170,7 @@ def report_page(
         )
         + " |",
         "",
+        *_redone_lines(r, records),
     ]
     held_out = "; ".join(f"{c.id}: {c.heldOutUnit}" for c in p.claims) or "-"
     lines += [
@@ -333,6 +334,19 @@ def _errata_lines(p: ProtocolBase) -> list[str]:
         *(f"- Found {e.found.isoformat()}: {e.text}" + (f" (reference: {e.where})" if e.where else "") for e in errata),
         "",
     ]
+
+
+def _redone_lines(r: Results, records: Sequence[RunRecord]) -> list[str]:
+    """Runs whose completed record was replaced on purpose, each with its reason and the replaced seal."""
+    if not r.runs.redone:
+        return []
+    lines = [f"**Redone runs:** {r.runs.redone} completed record(s) replaced with `clt run --redo`:", ""]
+    for rec in sorted((x for x in records if x.redone), key=lambda x: x.runId):
+        for old in (o for o in rec.replaces or [] if o.state == "completed"):
+            lines.append(
+                f"- {rec.runId}: {old.reason} (replaced record `{old.seal[:19]}...`, {old.replacedAt:%Y-%m-%d})"
+            )
+    return [*lines, ""]
 
 
 def _reused_lines(r: Results, records: Sequence[RunRecord]) -> list[str]:

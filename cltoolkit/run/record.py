@@ -33,6 +33,7 @@ __all__ = [
     "ComponentSource",
     "Ledger",
     "Provenance",
+    "ReplacedRecord",
     "RunRecord",
     "read_record",
     "record_seal",
@@ -86,6 +87,23 @@ class RunStatus(Strict):
     """Last line of the exception, the signal, or the limit."""
     attempts: int = Field(ge=1)
     """Attempts made (crashes are retried up to a declared number)."""
+
+
+class ReplacedRecord(Strict):
+    """An earlier record of the same run id that this record replaced: kept by its seal, so a redo can never be a
+    silent re-roll (the replaced file itself is gone; its seal identifies it in a commit or a copy)."""
+
+    seal: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    """The replaced record's seal."""
+    state: RunState
+    """How the replaced run had ended."""
+    finishedAt: datetime.datetime
+    """When the replaced run had ended (UTC)."""
+    reason: str = Field(min_length=1)
+    """Why it was replaced: the user's `--reason` for a completed run redone with `clt run --redo`; for a run
+    that had not completed, that the next `clt run` ran it again."""
+    replacedAt: datetime.datetime
+    """When the new run started (UTC)."""
 
 
 class Ledger(Strict):
@@ -195,6 +213,14 @@ class RunRecord(Strict):
     independent-unit counts (see `cltoolkit.splits.SplitManifest`)."""
     provenance: Provenance
     """Provenance."""
+    replaces: list[ReplacedRecord] | None = None
+    """Earlier records of this run id that this one replaced, oldest first (absent where none: a record is written
+    without the key then)."""
+
+    @property
+    def redone(self) -> bool:
+        """Whether a completed record of this run was replaced on purpose (`clt run --redo`)."""
+        return any(r.state == "completed" for r in self.replaces or [])
 
     def number(self, key: str) -> float:
         """A metric the driver wrote as one number; a TypeError names the run and the key otherwise."""
@@ -304,6 +330,8 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
 def write_record(path: Path, record: RunRecord) -> str:
     """Seal, then write atomically (sorted keys, no NaN); returns the seal."""
     data = record.model_dump(mode="json")
+    if data.get("replaces") is None:
+        data.pop("replaces", None)  # records that replaced nothing keep the shape they always had
     data["seal"] = record_seal(data)
     write_json(path, data)
     return str(data["seal"])

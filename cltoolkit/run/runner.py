@@ -34,6 +34,7 @@ __all__ = [
     "Callbacks",
     "ExecutorChoice",
     "GridSummary",
+    "Redo",
     "RunOptions",
     "Selection",
     "apply_sets",
@@ -181,6 +182,32 @@ def components_used(regs: Registries, protocol: ProtocolBase, method: str) -> di
     return {f"{kind}:{name}": provenance.component_source(regs[kind].target(name)) for kind, name in used}
 
 
+def _redo_points(
+    redo: Redo, points: list[GridPoint], records: Mapping[str, RunRecord], protocol_id: str, stage: str
+) -> list[GridPoint]:
+    """The grid points `--redo` names: each must be a run of the stage with a completed record."""
+    by_id = {p.run_id: p for p in points}
+    problems = []
+    for run_id in redo.run_ids:
+        if run_id not in by_id:
+            problems.append(f"--redo {run_id}: not a run of {protocol_id} stage {stage!r} (`clt status` lists them)")
+        elif run_id not in records:
+            problems.append(f"--redo {run_id}: it has no record yet; a plain `clt run` runs it")
+        elif records[run_id].status.state != "completed":
+            problems.append(
+                f"--redo {run_id}: its record is {records[run_id].status.state!r}, which a plain `clt run` redoes"
+            )
+    if problems:
+        raise InputError("\n".join(problems))
+    return [by_id[run_id] for run_id in dict.fromkeys(redo.run_ids)]
+
+
+def _replacing(record: RunRecord, replaces: list[dict[str, Any]] | None) -> RunRecord:
+    if not replaces:
+        return record
+    return RunRecord.model_validate({**record.model_dump(mode="json"), "replaces": replaces}, strict=False)
+
+
 def _record(
     spec: RunSpec,
     result: ExecutionResult,
@@ -248,6 +275,26 @@ class RunOptions:
     executor: ExecutorChoice = ExecutorChoice()
     wait: bool = False
     """If another driver holds the store, wait for it instead of refusing."""
+    redo: Redo | None = None
+    """Completed runs to run again (only those), with the reason each new record keeps."""
+
+
+@dataclass(frozen=True)
+class Redo:
+    """`clt run --redo <run ids> --reason "..."`: replace completed records on purpose. The replaced record's seal,
+    state and end time and the reason stay in the new record (`replaces`), and the report counts redone runs."""
+
+    run_ids: tuple[str, ...]
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not self.run_ids:
+            raise InputError("--redo needs at least one run id")
+        if not self.reason.strip():
+            raise InputError(
+                "--redo needs --reason: say why the completed record is replaced (the new record keeps the reason "
+                "and the replaced record's seal, and the report counts redone runs)"
+            )
 
 
 @dataclass(frozen=True)
@@ -335,7 +382,13 @@ def _run_locked(
     if not points and selection != Selection():
         lines = selection.unmatched(plan_runs(loaded, stage.id, Selection(), regs)) or ["no grid point has them all"]
         raise InputError(f"{loaded.id}: the selection matches no run of stage {stage.id!r}:\n" + "\n".join(lines))
-    todo = [p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")]
+    if options.redo is not None:
+        points = _redo_points(options.redo, points, scan.records, loaded.id, stage.id)
+        todo = points
+    else:
+        todo = [
+            p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")
+        ]
     workers = options.workers or os.cpu_count() or 1
     times = measured_times(scan.records.values(), display_path(store.folder), loaded.id, loaded.path)
     summary = GridSummary(
@@ -360,6 +413,11 @@ def _run_locked(
         for problem in scan.broken
         if Path(problem.where).name in planned_ids or Path(problem.where).parent.name in planned_ids
     )
+    if options.redo is not None:
+        summary.redone += [
+            (p.run_id, f"--redo: {options.redo.reason} (the completed record's seal stays in the new record)")
+            for p in todo
+        ]
     if callbacks.on_plan is not None:
         callbacks.on_plan(summary)
     if not todo:
@@ -395,18 +453,39 @@ def _run_locked(
     started: dict[str, datetime.datetime] = {}  # runs the executor has started (on_start), with the time
     done: set[str] = set()
 
+    replaced: dict[str, list[dict[str, Any]]] = {}  # run id -> the records its new record replaces
+
     def begin(job: Job) -> None:
         # a stale record of an unfinished run (failed, interrupted...) is removed when the run is redone, not
-        # before: stopping the grid earlier leaves it in place
+        # before: stopping the grid earlier leaves it in place; its seal stays in the new record (`replaces`)
+        now = datetime.datetime.now(datetime.UTC)
+        old = scan.records.get(job.run_id)
+        if old is not None and old.seal is not None:
+            why = (
+                options.redo.reason
+                if options.redo is not None
+                else f"the record was {old.status.state!r}: the next clt run ran it again"
+            )
+            replaced[job.run_id] = [
+                *(r.model_dump(mode="json") for r in old.replaces or []),
+                {
+                    "seal": old.seal,
+                    "state": old.status.state,
+                    "finishedAt": old.provenance.finishedAt.isoformat(),
+                    "reason": why,
+                    "replacedAt": now.isoformat(),
+                },
+            ]
         (job.run_dir / "record.json").unlink(missing_ok=True)
-        started[job.run_id] = datetime.datetime.now(datetime.UTC)
+        started[job.run_id] = now
         if callbacks.on_start is not None:
             callbacks.on_start(job.spec)
 
     try:
         for result in runner.execute(jobs, workers=workers, on_start=begin):
             spec = result.spec
-            store.write(_record(spec, result, started.get(spec.run_id, grid_start), project, code[spec.method]))
+            record = _record(spec, result, started.get(spec.run_id, grid_start), project, code[spec.method])
+            store.write(_replacing(record, replaced.get(spec.run_id)))
             done.add(spec.run_id)
             summary.results.append(result)
             if callbacks.on_result:
@@ -415,7 +494,8 @@ def _run_locked(
         for job in jobs:  # runs that never started stay as they were (missing, or their earlier record)
             if job.run_id in started and job.run_id not in done:
                 interrupted = ExecutionResult(job.spec, "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
-                store.write(_record(job.spec, interrupted, started[job.run_id], project, code[job.spec.method]))
+                record = _record(job.spec, interrupted, started[job.run_id], project, code[job.spec.method])
+                store.write(_replacing(record, replaced.get(job.run_id)))
         raise
     finally:
         runner.close()

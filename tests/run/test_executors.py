@@ -229,7 +229,7 @@ def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(builtins, "__import__", no_ray)
     _protocol(toy, {"a": {}}, seeds=1)
     out = cli("run", "-p", "toy-v1", "--executor", "ray")
-    assert out.exit_code == 2 and "the ray executor needs Ray: pip install 'clt[ray]'" in out.output
+    assert out.exit_code == 2 and "the ray executor needs Ray: pip install 'clt-prereg[ray]'" in out.output
     assert not list(toy.runs_dir.glob("toy-v1/*"))  # nothing half made
 
 
