@@ -383,7 +383,7 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
     assert seed_stats["n"] == len(theirs) and seed_stats["mean"] == pytest.approx(statistics.mean(theirs))
     assert all(-1 <= r["kendallTau"] <= 1 for r in rep["rdRankings"].values() if r["kendallTau"] is not None)
     text = "\n".join(report_lines(rep))
-    assert "## Reproduction of seed 000" in text and "| minigrid-min | finetuning |" in text
+    assert "## Reproduction of WorldModelsBenchmark" in text and "| minigrid-min | finetuning |" in text
     outside = [(r, n) for r in rep["rows"] for n, q in r["quantities"].items() if q["cltMeanInsideSeedRange"] is False]
     assert len(outside) == rep["insideSeedRange"]["of"] - rep["insideSeedRange"]["count"] > 0  # the lite budget
     line = next(x for x in text.splitlines() if x.startswith("Outside the seed's range: "))

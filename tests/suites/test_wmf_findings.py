@@ -9,13 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cltoolkit.suites.wmf.reference import (
-    exact_spearman,
-    findings,
-    load_reference,
-    ranking_calibration,
-    tightness,
-)
+from cltoolkit.suites.wmf.findings import exact_spearman, findings
+from cltoolkit.suites.wmf.reference import load_reference, ranking_calibration, tightness
 
 ROOT = Path(__file__).resolve().parents[2]
 AXIS = ["finetuning", "replay-infinite", "ewc", "progressive-nets"]

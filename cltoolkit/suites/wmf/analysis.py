@@ -1,6 +1,6 @@
-"""wmf analysis (seed 000's): per cell, median [min, max] per method of every metric, PF and RD side by side with
-encoder drift beside PF; exact paired permutation comparisons of the declared method pairs (per cell and pooled over
-cells, Holm over the declared family of pooled tests); Spearman correlations across cells of forgetting (median RD)
+"""wmf analysis (WorldModelsBenchmark's): per cell, median [min, max] per method of every metric, PF and RD side by side
+with encoder drift beside PF; exact paired permutation comparisons of the declared method pairs (per cell and pooled
+over cells, Holm over the declared family of pooled tests); Spearman correlations across cells of forgetting (median RD)
 with the labelled distance level, with d_trans and with task-B difficulty. Descriptive: methods are characterised,
 not ranked."""
 
@@ -66,8 +66,8 @@ def _fixed_in_code(protocol: ProtocolBase, regs: Registries | None) -> list[str]
     if protocol.model.decoder == "2x2-crop":
         items[0] = (
             "ConvVAE: encoder kernels 4 (stride 2); decoder Linear(latent, 4 c4) as (c4, 2, 2), transposed kernels 5, "
-            "5, 6, 6 (stride 2) to 80 x 80, the centre 64 x 64 crop (seed 000's decoder), ReLU, sigmoid output; "
-            "squared error summed over pixels"
+            "5, 6, 6 (stride 2) to 80 x 80, the centre 64 x 64 crop (WorldModelsBenchmark's decoder), ReLU, sigmoid "
+            "output; squared error summed over pixels"
         )
     methods = (regs or registries()).method
     lateral = {
@@ -99,7 +99,7 @@ def _spearman(x: list[float], y: list[float]) -> dict[str, Any]:
     with 3 cells, where the exact p is 1/3)."""
     from scipy.stats import spearmanr
 
-    from cltoolkit.suites.wmf.reference import exact_spearman
+    from cltoolkit.suites.wmf.findings import exact_spearman
 
     pairs = [(a, b) for a, b in zip(x, y, strict=True) if a is not None and b is not None]
     if len(pairs) < 3:
@@ -165,7 +165,9 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     rep["rankingCalibration"] = ref.ranking_calibration(seed_runs, sorted(rep["rdRankings"]))
     out: dict[str, Any] = {"reproduction": {"source": protocol.reference, **rep}}
     if protocol.seedAnalyses is not None:
-        out["seedFindings"] = ref.findings(records, seed_runs, protocol.seedAnalyses.axisMethods)
+        from cltoolkit.suites.wmf.findings import findings
+
+        out["seedFindings"] = findings(records, seed_runs, protocol.seedAnalyses.axisMethods)
     return out
 
 
@@ -353,7 +355,7 @@ class WmfAnalysis(Analysis):
 
             lines += ["", *report_lines(summaries["reproduction"])]
         if summaries.get("seedFindings"):
-            from cltoolkit.suites.wmf.reference import findings_lines
+            from cltoolkit.suites.wmf.findings import findings_lines
 
             lines += ["", *findings_lines(summaries["seedFindings"])]
         sizes = summaries.get("evaluationSizes")

@@ -19,9 +19,9 @@ every evaluation (PF, RD, FT, reconstructions, d_trans) on held-out data. A meth
 What a method cannot do is enforced: it is handed training data only (`TrainingSet`, made by the suite alone;
 held-out episodes and frames never reach it, and a sampling source that is not a suite-made `TrainingSet` is
 refused), so replay from evaluation data cannot be written; the only held-out-derived input, the importance set of
-a method that declares `uses_importance_set` (seed 000's EWC design), is a set of task-A latents the suite encodes
-from transitions disjoint from D_A, never frames. The suite counts every update and every replayed window; a hook
-that changes an existing parameter's values outside the suite's updates is recorded as a budget violation (the
+a method that declares `uses_importance_set` (WorldModelsBenchmark's EWC design), is a set of task-A latents the suite
+encodes from transitions disjoint from D_A, never frames. The suite counts every update and every replayed window; a
+hook that changes an existing parameter's values outside the suite's updates is recorded as a budget violation (the
 run fails with that reason, listed in the report).
 
 Mapping from the anchors: Avalanche's `before_training_exp` / `after_training_exp` are `begin_task` / `end_task`,
@@ -117,7 +117,7 @@ class ModelSpec:
 class ImportanceSet:
     """Task-A transitions as latents of the post-A model (posterior means of frames t and t+1, the action between):
     z (N, latent), a (N, action), z_next (N, latent). Disjoint from D_A; given only to methods that declare
-    `uses_importance_set`, at the end of task A (EWC's Fisher set in seed 000's design)."""
+    `uses_importance_set`, at the end of task A (EWC's Fisher set in WorldModelsBenchmark's design)."""
 
     z: torch.Tensor
     a: torch.Tensor
@@ -158,7 +158,8 @@ class TaskEnd:
 class Sampling:
     """What a phase's windows are drawn from: `(TrainingSet, windows per batch)` pairs (the counts sum to the
     batch). `uniform_episodes`: pool the sources; each window picks an episode uniformly among all their episodes,
-    then a start (seed 000's replay buffer); otherwise each source's windows are drawn uniformly from its own."""
+    then a start (WorldModelsBenchmark's replay buffer); otherwise each source's windows are drawn uniformly from its
+    own."""
 
     sources: Sequence[tuple[TrainingSet, int]]
     uniform_episodes: bool = False

@@ -1,4 +1,4 @@
-"""One wmf run: (cell, method, seed) -> the metrics of seed 000's benchmark.
+"""One wmf run: (cell, method, seed) -> the metrics of WorldModelsBenchmark's benchmark.
 
 Stages (shared through `StageCache`, keyed by content): the four data sets of the cell (train / held-out x A / B),
 the plain-RSSM task-A phase (finetuning, replay_infinite, ewc and progressive_nets start from it, and it is the
@@ -92,9 +92,9 @@ def _data(
 
 
 def _stored_as_the_seed_does(data: Episodes, length: int) -> Episodes:
-    """The episodes as seed 000's buffer holds them: each step's frame before its action, never the frame after an
-    episode's last action, and no episode with fewer than `length` steps. The valid frames of an episode of n >= length
-    steps become 0..n-1 (n - 1 transitions between stored frames); a shorter one keeps none."""
+    """The episodes as WorldModelsBenchmark's buffer holds them: each step's frame before its action, never the frame
+    after an episode's last action, and no episode with fewer than `length` steps. The valid frames of an episode of n
+    >= length steps become 0..n-1 (n - 1 transitions between stored frames); a shorter one keeps none."""
     lengths = np.where(data.lengths >= length, data.lengths - 1, 0)
     return Episodes(data.frames, data.actions, lengths.astype(data.lengths.dtype))
 

@@ -130,7 +130,8 @@ class GymFrames(FrameEnv):
         import gymnasium as gym
 
         size: dict[str, Any] = {} if default_size else {"width": SIZE, "height": SIZE, "camera_name": "track"}
-        with warnings.catch_warnings():  # HalfCheetah-v4 (seed 000's version) is "out of date": chosen, not stale
+        # HalfCheetah-v4 (WorldModelsBenchmark's version) is "out of date": chosen, not stale
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*is out of date", category=DeprecationWarning)
             self.env = gym.make(env_id, render_mode="rgb_array", **size)
         _physics(cast(Any, self.env.unwrapped).model, gravity, mass, friction, default_size)  # the MuJoCo model
@@ -209,7 +210,7 @@ def make_env(
     rendering: str = "native-64",
 ) -> FrameEnv:
     """The frame environment of one task (EGL rendering for the MuJoCo families, set before their import);
-    `rendering` "default-resized": each environment's default frame, resized (seed 000)."""
+    `rendering` "default-resized": each environment's default frame, resized (WorldModelsBenchmark)."""
     default = rendering == "default-resized"
     if renderer == "minigrid":
         return MiniGridFrames(env_id, default)

@@ -49,8 +49,9 @@ class ReplayParams(Strict):
     `sampling` fixed-share."""
     sampling: Literal["fixed-share", "uniform-episodes"] = "fixed-share"
     """`fixed-share` (wmf-v1): every task-B batch holds round(taskAShare x batch) task-A windows, each uniform over
-    all task-A windows, and task-B windows for the rest. `uniform-episodes` (seed 000's combined `ReplayBuffer`): each
-    window picks one of all task-A and task-B training episodes uniformly, then a start uniformly within it."""
+    all task-A windows, and task-B windows for the rest. `uniform-episodes` (WorldModelsBenchmark's combined
+    `ReplayBuffer`): each window picks one of all task-A and task-B training episodes uniformly, then a start uniformly
+    within it."""
 
 
 class ReplayInfinite(WorldModelMethod):
@@ -82,7 +83,8 @@ class EwcParams(Strict):
     lambda_: float = Field(alias="lambda", gt=0)
     """Penalty weight: (lambda / 2) sum F (theta - theta_A)^2, or lambda sum F (...)^2 with `penalty` full."""
     penalty: Literal["half", "full"] = "half"
-    """`half` (wmf-v1): (lambda / 2) sum F (theta - theta_A)^2; `full`: lambda sum F (...)^2, as seed 000's code."""
+    """`half` (wmf-v1): (lambda / 2) sum F (theta - theta_A)^2; `full`: lambda sum F (...)^2, as WorldModelsBenchmark's
+    code."""
 
 
 class EWC(WorldModelMethod):
@@ -123,8 +125,8 @@ class EWC(WorldModelMethod):
 class ProgressiveParams(Strict):
     lateral: Literal["column-states", "shared-state"] = "column-states"
     """`column-states` (wmf-v1): each column keeps its own hidden state and the new column reads the frozen column's
-    state directly. `shared-state` (seed 000's `src/baselines/progressive_nets.py`): one hidden state, the frozen
-    column is run on it and reaches the new column through a learned lateral Linear(h, h)."""
+    state directly. `shared-state` (WorldModelsBenchmark's `src/baselines/progressive_nets.py`): one hidden state, the
+    frozen column is run on it and reaches the new column through a learned lateral Linear(h, h)."""
 
 
 class ProgressiveNets(WorldModelMethod):
@@ -163,20 +165,20 @@ class UgParams(Strict):
     """Gate sharpness."""
     expertInit: Literal["global-rng", "per-expert-generator"] = "global-rng"
     """`global-rng` (wmf-v1): PyTorch's GRUCell initialisation from the run's generator. `per-expert-generator`
-    (seed 000): expert k uniform in +-1/sqrt(hidden) from its own generator seeded k * 1337 + 42 (the same in every
-    run)."""
+    (WorldModelsBenchmark): expert k uniform in +-1/sqrt(hidden) from its own generator seeded k * 1337 + 42 (the same
+    in every run)."""
     thresholdHistory: Literal["per-batch", "per-step"] = "per-batch"
     """`per-batch` (wmf-v1): one history entry per update (the batch's mean uncertainty over all steps), one tau.
-    `per-step` (seed 000): each time step pushes its batch-mean uncertainty and reads a new tau."""
+    `per-step` (WorldModelsBenchmark): each time step pushes its batch-mean uncertainty and reads a new tau."""
     mcEstimates: Literal["shared", "separate"] = "shared"
-    """`shared` (wmf-v1): one MC-dropout estimate drives the gate and the calibration loss. `separate` (seed 000):
-    two independent estimates."""
+    """`shared` (wmf-v1): one MC-dropout estimate drives the gate and the calibration loss. `separate`
+    (WorldModelsBenchmark): two independent estimates."""
     gradientFactor: Literal["none", "last-step-gate"] = "none"
-    """`none` (wmf-v1): the mixture's own gate weighting only. `last-step-gate` (seed 000's backward hooks): each
-    trainable expert's gradient is also multiplied by its batch-mean gate at the update's last time step."""
+    """`none` (wmf-v1): the mixture's own gate weighting only. `last-step-gate` (WorldModelsBenchmark's backward hooks):
+    each trainable expert's gradient is also multiplied by its batch-mean gate at the update's last time step."""
     calibrationSteps: Literal["all-but-last", "all"] = "all-but-last"
-    """`all-but-last` (wmf-v1): the calibration target of the window's last transition is not computed. `all` (seed
-    000): every transition of the window."""
+    """`all-but-last` (wmf-v1): the calibration target of the window's last transition is not computed. `all`
+    (WorldModelsBenchmark): every transition of the window."""
 
 
 class UGMTMMethod(WorldModelMethod):
@@ -192,25 +194,8 @@ class UGMTMMethod(WorldModelMethod):
     def build(self, spec: ModelSpec) -> RSSM:
         from cltoolkit.suites.wmf.world import UGMTM
 
-        p = self.params
-        return UGMTM(
-            spec.latent,
-            spec.hidden,
-            spec.action,
-            spec.channels,
-            spec.beta,
-            experts=p.experts,
-            dropout=p.dropout,
-            mc_passes=p.mcPasses,
-            mc_passes_eval=p.mcPassesEval,
-            window=p.thresholdWindow,
-            gate_lambda=p.gateLambda,
-            expert_init=p.expertInit,
-            history=p.thresholdHistory,
-            mc_estimates=p.mcEstimates,
-            gradient_factor=p.gradientFactor,
-            calibration=p.calibrationSteps,
-        )
+        assert isinstance(self.params, UgParams)
+        return UGMTM(spec, self.params)
 
     def begin_task(self, model: RSSM, task: TaskStart) -> None:
         if task.index > 0:

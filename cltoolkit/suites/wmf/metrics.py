@@ -1,7 +1,7 @@
-"""wmf metrics (seed 000). Each is one number per run (cell, method, seed): the replicate is the run. D_A is the set of
-held-out task-A transitions (z, a, z') encoded once by the post-A model; NLL(M, D) = mean -log p_M(z' | z, a) from
-h = 0; reconstruction is the squared pixel error per frame (64x64x3 values in [0, 1]) of decoding the posterior mean
-on held-out frames. Null means "not measured", never 0."""
+"""wmf metrics (WorldModelsBenchmark). Each is one number per run (cell, method, seed): the replicate is the run. D_A is
+the set of held-out task-A transitions (z, a, z') encoded once by the post-A model; NLL(M, D) = mean -log p_M(z' | z, a)
+from h = 0; reconstruction is the squared pixel error per frame (64x64x3 values in [0, 1]) of decoding the posterior
+mean on held-out frames. Null means "not measured", never 0."""
 
 from __future__ import annotations
 

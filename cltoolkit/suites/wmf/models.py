@@ -1,5 +1,6 @@
-"""Protocol sections of the `wmf` suite (world-model forgetting benchmark, seed 000): families and task pairs, data,
-the world model, training, evaluation and the declared method pairs of the analysis."""
+"""Protocol sections of the `wmf` suite (the world-model forgetting benchmark of WorldModelsBenchmark, the seed
+document 000's reference code): families and task pairs, data, the world model, training, evaluation and the declared
+method pairs of the analysis."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ class Family(Strict):
     """How frames are produced."""
     rendering: Literal["native-64", "default-resized"] = "native-64"
     """`native-64` (wmf-v1): frames rendered small (MiniGrid tile size 8, MuJoCo 64 x 64 from the `track` camera)
-    with MuJoCo's shadows off, resized to 64 x 64 where the grid is not 8 x 8. `default-resized` (seed 000's
+    with MuJoCo's shadows off, resized to 64 x 64 where the grid is not 8 x 8. `default-resized` (WorldModelsBenchmark's
     `src/envs/*_env.py`): each environment's default `rgb_array` frame (MiniGrid tile size 32, Gymnasium MuJoCo
     480 x 480 from its default camera) resized to 64 x 64 with PIL bilinear, shadows as the model defines them;
     dm_control renders 64 x 64 from camera 0 in both."""
@@ -86,15 +87,16 @@ class WmfData(Strict):
     """Data policy: uniform random actions (one-hot for MiniGrid)."""
     windows: Literal["uniform-over-windows", "episode-then-start"] = "uniform-over-windows"
     """How a training window is drawn: uniformly over all windows of the task (wmf-v1, wmf-v2), or an episode
-    uniformly, then a start uniformly within it (seed 000's `src/utils/buffer.py`)."""
+    uniformly, then a start uniformly within it (WorldModelsBenchmark's `src/utils/buffer.py`)."""
     terminalFrame: Literal["stored", "dropped"] = "stored"
     """`stored` (wmf-v1, wmf-v2): an episode's frame after its last action enters training windows, D_A and the
-    reconstruction frames. `dropped` (seed 000's buffer, which stores each step's frame before its action): it never
-    does, and an episode with fewer steps than `training.sequenceLength` is not used at all."""
+    reconstruction frames. `dropped` (WorldModelsBenchmark's buffer, which stores each step's frame before its action):
+    it never does, and an episode with fewer steps than `training.sequenceLength` is not used at all."""
     collectionSeeds: Literal["by-task", "by-role"] = "by-task"
     """`by-task` (wmf-v1, wmf-v2): the episodes of a task are seeded by the task (environment and physics), so a
     task that is B in one cell and A in the next has the same episodes in both and the cells are correlated.
-    `by-role`: the seed also names the role (A or B), as seed 000 seeds env_A with the seed and env_B with seed + 1."""
+    `by-role`: the seed also names the role (A or B), as WorldModelsBenchmark seeds env_A with the seed and env_B with
+    seed + 1."""
 
 
 class WmfModel(Strict):
@@ -110,15 +112,15 @@ class WmfModel(Strict):
     """Weight of KL(q(z|x) || p(z|h)) in the loss."""
     decoder: Literal["1x1", "2x2-crop"] = "1x1"
     """`1x1` (wmf-v1): World Models' decoder, Linear(latent, 4 c4) as a 1 x 1 map to 64 x 64 directly. `2x2-crop`:
-    seed 000's code, Linear(latent, 4 c4) as (c4, 2, 2) to 80 x 80, then the centre 64 x 64 crop."""
+    WorldModelsBenchmark's code, Linear(latent, 4 c4) as (c4, 2, 2) to 80 x 80, then the centre 64 x 64 crop."""
     initialisation: Literal["shared", "independent"] = "shared"
     """`shared` (wmf-v1, wmf-v2): the task-A model, the from-scratch task-B reference and the random-init reference
-    start from one initialisation. `independent` (seed 000): the task-B reference and the random-init reference are
-    each drawn on their own (the seed draws them later from its global generator)."""
+    start from one initialisation. `independent` (WorldModelsBenchmark): the task-B reference and the random-init
+    reference are each drawn on their own (the seed draws them later from its global generator)."""
     varianceEpsilon: float = Field(default=0.0, ge=0.0)
     """Added to the prior variance where it divides by it: the training KL, the transition NLL of PF and the task-A
-    fit, and the EWC Fisher's NLL. 0 (wmf-v1, wmf-v2): exact division. Seed 000 adds 1e-8 (rssm.py, ug_mtm.py,
-    progressive_nets.py, metrics.py, ewc.py); RD's KL is exact in both."""
+    fit, and the EWC Fisher's NLL. 0 (wmf-v1, wmf-v2): exact division. WorldModelsBenchmark adds 1e-8 (rssm.py,
+    ug_mtm.py, progressive_nets.py, metrics.py, ewc.py); RD's KL is exact in both."""
 
 
 class WmfTraining(Strict):
@@ -145,7 +147,7 @@ class WmfEvaluation(Strict):
     """|D_A|: held-out task-A transitions, encoded once by the post-A model."""
     fisherSet: Literal["disjoint-from-DA", "independent"] = "disjoint-from-DA"
     """How EWC's importance set is drawn from the held-out task-A transitions: disjoint from D_A (wmf-v1, wmf-v2), or
-    independently of it (seed 000, `seed + 10000`: a few transitions may be in both)."""
+    independently of it (WorldModelsBenchmark, `seed + 10000`: a few transitions may be in both)."""
     fisherTransitions: int = Field(ge=1)
     """Held-out task-A transitions for EWC's Fisher (disjoint from D_A)."""
     reconstructionFrames: int = Field(ge=1)
@@ -183,7 +185,7 @@ class Adequacy(Strict):
 
 
 class SeedAnalyses(Strict):
-    """Seed 000's descriptive analyses (`experiments/summarize_results.py`)."""
+    """WorldModelsBenchmark's descriptive analyses (`experiments/summarize_results.py`)."""
 
     axisMethods: list[str] = Field(min_length=1)
     """Comparisons whose RD the distance axis aggregates: per cell the median over these methods of each method's
@@ -216,12 +218,12 @@ class WmfProtocol(ProtocolBase):
     """Declared paired comparisons (one Holm family)."""
     reference: str | None = None
     """Path (from the project folder) of the seed repository's stored run metrics to compare with (e.g.
-    `reference/wmf-seed000-metrics.json`): the report then has a section "Reproduction of seed 000"."""
+    `reference/wmf-seed000-metrics.json`): the report then has a section "Reproduction of WorldModelsBenchmark"."""
 
     adequacy: Adequacy | None = None
     """Training-adequacy thresholds (the report's adequacy section)."""
     seedAnalyses: SeedAnalyses | None = None
-    """Seed 000's distance axis, control cells and skew flags (the report's seed-analysis section)."""
+    """WorldModelsBenchmark's distance axis, control cells and skew flags (the report's seed-analysis section)."""
 
     def cell(self, cell_id: str) -> tuple[Family, Level]:
         """`<family>-<level>` -> its family and level."""

@@ -1,11 +1,11 @@
-"""Comparison with the seed-000 repository's stored runs (`reference/wmf-seed000-metrics.json`): per cell and
-method, clt's mean and range beside the seed's mean, SD and range of PF, RD, FT, task-A fit gain and encoder drift,
+"""Comparison with the WorldModelsBenchmark repository's stored runs (`reference/wmf-seed000-metrics.json`): per cell
+and method, clt's mean and range beside the seed's mean, SD and range of PF, RD, FT, task-A fit gain and encoder drift,
 whether clt's mean lies inside the seed's range, and per cell the RD ranking of methods in both with Kendall's tau.
-Descriptive: it reports agreement and disagreement alike and decides nothing."""
+Descriptive: it reports agreement and disagreement alike and decides nothing. The seed's own findings, re-tested on
+clt's runs, are in `findings.py`."""
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -22,13 +22,12 @@ __all__ = [
     "QUANTITIES",
     "apart",
     "by_construction",
-    "exact_spearman",
-    "findings",
-    "findings_lines",
+    "finite",
     "load_reference",
     "ranking_calibration",
     "report_lines",
     "reproduction",
+    "seed_drift",
     "tightness",
 ]
 
@@ -58,16 +57,16 @@ QUANTITIES: dict[str, tuple[str, Reader]] = {
 """Quantity -> (clt record field, how to read it from a seed run's metrics)."""
 
 
-def _drift(m: dict[str, Any]) -> float | None:
+def seed_drift(m: dict[str, Any]) -> float | None:
     """Encoder drift as clt records it: held-out reconstruction of A after task B over after task A."""
     return _ratio(m.get("heldout_reconstruction_A_after_task_B"), m.get("heldout_reconstruction_A_after_task_A"))
 
 
 def _ratio(a: Any, b: Any) -> float | None:
-    return float(a) / float(b) if _finite(a) and _finite(b) and float(b) != 0 else None
+    return float(a) / float(b) if finite(a) and finite(b) and float(b) != 0 else None
 
 
-def _finite(x: Any) -> bool:
+def finite(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -111,8 +110,8 @@ def reproduction(
         seed_runs = reference.get((cell, comp), [])
         entry: dict[str, Any] = {"cell": cell, "method": comp, "quantities": {}}
         for name, (field, read) in QUANTITIES.items():
-            ours = _stats([float(v) for r in recs if _finite(v := r.metrics.get(field))])  # type: ignore[arg-type]
-            theirs = _stats([float(v) for m in seed_runs if _finite(v := read(m))])
+            ours = _stats([float(v) for r in recs if finite(v := r.metrics.get(field))])  # type: ignore[arg-type]
+            theirs = _stats([float(v) for m in seed_runs if finite(v := read(m))])
             flag = None
             if ours["mean"] is not None and theirs["min"] is not None:
                 flag = bool(theirs["min"] <= ours["mean"] <= theirs["max"])
@@ -163,14 +162,14 @@ def apart(mean: float, low: float, high: float) -> tuple[str, str, str]:
 
 
 def report_lines(rep: dict[str, Any]) -> list[str]:
-    """The report section "Reproduction of seed 000" (Markdown)."""
+    """The report section "Reproduction of WorldModelsBenchmark" (Markdown)."""
 
     def num(x: Any) -> str:
         return "-" if x is None else f"{x:.3g}"
 
     inside = rep["insideSeedRange"]
     lines = [
-        "## Reproduction of seed 000",
+        "## Reproduction of WorldModelsBenchmark",
         "",
         f"clt's runs beside the seed repository's stored runs ({rep.get('source', 'reference')}): per cell and method, "
         "clt's mean [min, max] and the seed's mean (SD) [min, max]; `in` marks clt's mean inside the seed's range "
@@ -253,192 +252,6 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def findings_lines(f: dict[str, Any]) -> list[str]:
-    """The report section "The seed's findings, re-tested" (Markdown)."""
-
-    def num(x: Any, spec: str = "+.2f") -> str:
-        return "-" if x is None else format(x, spec)
-
-    sp = f["spearman"]
-    names = {"level": "labelled level", "dTrans": "d_trans", "taskBDifficulty": "task-B difficulty"}
-    lines = [
-        "## The seed's findings, re-tested",
-        "",
-        f"First finding: the labelled distance does not order forgetting, the measured ones do. Per cell the axis RD "
-        f"(median over {', '.join(f['axisMethods'])} of each method's median RD); Spearman's rho with each distance "
-        "over the cells, with its two-sided permutation p (every order of the cells enumerated).",
-        "",
-        "| distance | clt (its cells) | seed, same cells | seed, all its cells |",
-        "|---|---|---|---|",
-    ]
-    for key, name in names.items():
-        cols = [sp[who][key] for who in ("clt", "seedSameCells", "seedAllCells")]
-        lines.append(
-            f"| {name} | "
-            + " | ".join(f"rho {num(c['rho'])}, p {num(c['p'], '.3f')} ({c['n']} cells)" for c in cols)
-            + " |"
-        )
-    clt, seed = sp["clt"], sp["seedSameCells"]
-    n = clt["level"]["n"]
-    words = []
-    for key, name in names.items():
-        a, b = clt[key]["rho"], seed[key]["rho"]
-        if a is None or b is None:
-            words.append(f"{name}: not computable from clt's {n} cells")
-            continue
-        signs = (int(np.sign(round(a, 12))), int(np.sign(round(b, 12))))
-        how = {True: "the same sign as", False: "the opposite sign to"}[signs[0] == signs[1]]
-        if 0 in signs and signs[0] != signs[1]:
-            how = "a different sign from"
-        words.append(
-            f"{name}: clt's rho {a:+.2f} has {how} the seed's {b:+.2f} on these cells (difference {a - b:+.2f})"
-        )
-    lines += [
-        "",
-        ("Read with care: " if n < 9 else "")
-        + f"over {n} of the nine cells, "
-        + "; ".join(words)
-        + ". No rho here is decided by a threshold: the p-values say how often a random order of the cells gives one "
-        "as large.",
-        "",
-        "Second finding: forgetting in the encoder that PF and RD cannot see (medians over each family's runs; "
-        "encoder drift = held-out reconstruction of A after B over after A):",
-        "",
-        "| family | method | clt encoder drift | clt PF | seed encoder drift | seed PF |",
-        "|---|---|---|---|---|---|",
-    ]
-    for row in f["drift"]:
-        c, s = row["clt"], row["seed"]
-        lines.append(
-            f"| {row['family']} | {row['method']} | {num(c['encoderDrift'], '.3g')} | {num(c['pf'], '.3g')} | "
-            f"{num(s['encoderDrift'], '.3g')} | {num(s['pf'], '.3g')} |"
-        )
-    return [*lines, ""]
-
-
-LEVEL_RANK = {"min": 1, "med": 2, "max": 3}
-"""The labelled distance as a number (the seed's `min` < `med` < `max`)."""
-SEED_READ: dict[str, Reader] = {
-    "rd": lambda m: m.get("rd"),
-    "pf": lambda m: m.get("pf"),
-    "dTrans": lambda m: m.get("d_trans"),
-    "reconBAfterB": lambda m: m.get("heldout_reconstruction_B_after_task_B"),
-    "encoderDrift": _drift,
-}
-"""clt record field -> how to read it from a seed run's metrics (the findings' inputs)."""
-EXACT_UP_TO = 10
-"""Cells up to which the Spearman permutation p is enumerated exactly (10! orders); Monte Carlo beyond."""
-
-
-@functools.cache
-def _orders(n: int) -> np.ndarray:
-    """Every order of n items, (n!, n) indices (built once per n)."""
-    import itertools
-
-    return np.asarray(list(itertools.permutations(range(n))), dtype=np.int8)
-
-
-def exact_spearman(x: Sequence[float], y: Sequence[float], draws: int = 100_000) -> dict[str, Any]:
-    """Spearman's rho (Pearson on average ranks, as the seed computes it) with its two-sided permutation p: exact by
-    enumerating every order of y's ranks up to `EXACT_UP_TO` points, labelled Monte Carlo (draws) beyond."""
-    from scipy.stats import rankdata
-
-    n = len(x)
-    if n < 3:
-        return {"rho": None, "p": None, "n": n, "pKind": None}
-    rx, ry = rankdata(x) - (n + 1) / 2, rankdata(y) - (n + 1) / 2
-    den = float(np.sqrt((rx**2).sum() * (ry**2).sum()))
-    if den == 0:
-        return {"rho": None, "p": None, "n": n, "pKind": None}
-    rho = float((rx * ry).sum() / den)
-    if n <= EXACT_UP_TO:
-        perms = ry[_orders(n)]
-        kind = f"exact, all {len(perms)} orders"
-    else:
-        rng = np.random.default_rng(0)
-        perms = np.asarray([rng.permutation(ry) for _ in range(draws)])
-        kind = f"Monte Carlo, {draws} orders"
-    null = perms @ rx / den
-    p = float(np.mean(np.abs(null) >= abs(rho) - 1e-12))
-    return {"rho": rho, "p": p, "n": n, "pKind": kind}
-
-
-def _cell_axis(
-    values: dict[tuple[str, str], list[dict[str, Any]]], axis_methods: Sequence[str]
-) -> list[dict[str, Any]]:
-    """Per cell (values: (cell, method) -> runs as {field: number}): the median over `axis_methods` of each method's
-    median RD, the median d_trans and task-B difficulty over the cell's runs (seed 000's distance axis)."""
-
-    def med(xs: list[Any]) -> float | None:
-        xs = [float(v) for v in xs if _finite(v)]
-        return float(np.median(xs)) if xs else None
-
-    out = []
-    for cell in sorted({c for c, _ in values}, key=lambda c: (c.split("-")[0], LEVEL_RANK.get(c.split("-")[-1], 0))):
-        per_method = [med([r.get("rd") for r in values.get((cell, m), [])]) for m in axis_methods]
-        runs = [r for (c, _), rs in values.items() if c == cell for r in rs]
-        out.append(
-            {
-                "cell": cell,
-                "level": LEVEL_RANK.get(cell.split("-")[-1]),
-                "rd": med(per_method),
-                "dTrans": med([r.get("dTrans") for r in runs]),
-                "taskBDifficulty": med([r.get("reconBAfterB") for r in runs]),
-            }
-        )
-    return out
-
-
-def _axis_spearman(axis: list[dict[str, Any]]) -> dict[str, Any]:
-    out = {}
-    for key in ("level", "dTrans", "taskBDifficulty"):
-        pairs = [(a["rd"], a[key]) for a in axis if a["rd"] is not None and a[key] is not None]
-        out[key] = exact_spearman([p[0] for p in pairs], [p[1] for p in pairs])
-    return out
-
-
-def _as_values(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for rec in records:
-        if rec.status.state == "completed" and rec.spec.cell:
-            out.setdefault((rec.spec.cell, rec.spec.comparison), []).append({k: rec.metrics.get(k) for k in SEED_READ})
-    return out
-
-
-def findings(
-    records: Sequence[RunRecord], reference: dict[tuple[str, str], list[dict[str, Any]]], axis_methods: Sequence[str]
-) -> dict[str, Any]:
-    """The seed's two findings, re-tested. First: the labelled distance does not order forgetting, the measured
-    quantities do (Spearman over cells of the axis RD with the label, d_trans and task-B difficulty), for clt's cells,
-    for the seed's runs of the same cells, and for all the seed's cells. Second: forgetting in the encoder that PF
-    and RD cannot see (fine-tuning's and EWC's median encoder drift beside their median PF, per family)."""
-    mine = _as_values(records)
-    seed_values = {k: [{f: read(m) for f, read in SEED_READ.items()} for m in runs] for k, runs in reference.items()}
-    cells = {c for c, _ in mine}
-    axes = {
-        "clt": _cell_axis(mine, axis_methods),
-        "seedSameCells": _cell_axis({k: v for k, v in seed_values.items() if k[0] in cells}, axis_methods),
-        "seedAllCells": _cell_axis(seed_values, axis_methods),
-    }
-    drift = []
-    for family in sorted({c.split("-")[0] for c in cells}):
-        for method in ("finetuning", "ewc"):
-            row: dict[str, Any] = {"family": family, "method": method}
-            for who, source in (("clt", mine), ("seed", seed_values)):
-                runs = [r for (c, m), rs in source.items() if m == method and c.split("-")[0] == family for r in rs]
-                row[who] = {
-                    q: (float(np.median(xs)) if (xs := [float(r[q]) for r in runs if _finite(r.get(q))]) else None)
-                    for q in ("encoderDrift", "pf")
-                } | {"runs": len(runs)}
-            drift.append(row)
-    return {
-        "axisMethods": list(axis_methods),
-        "axis": axes,
-        "spearman": {who: _axis_spearman(axis) for who, axis in axes.items()},
-        "drift": drift,
-    }
-
-
 def tightness(rep: dict[str, Any]) -> dict[str, Any]:
     """How tight the agreement is, beyond inside-the-range: per row and quantity z = (clt mean - seed mean) / seed
     SD beside what sampling alone gives (the SD of z when clt's runs and the seed's come from one distribution:
@@ -479,7 +292,7 @@ def by_construction(records: Sequence[RunRecord]) -> dict[str, Any]:
         if rec.status.state == "completed" and rec.spec.cell:
             for name, (field, _) in QUANTITIES.items():
                 v = rec.metrics.get(field)
-                if _finite(v):
+                if finite(v):
                     values.setdefault((rec.spec.cell, rec.spec.comparison, name), {})[rec.spec.seed] = float(v)  # type: ignore[arg-type]
     out = []
     for (cell, method, name), per_seed in sorted(values.items()):
@@ -507,7 +320,7 @@ def ranking_calibration(
     for cell in cells:
         rng = np.random.default_rng(zlib.crc32(cell.encode()))  # per cell: independent of which cells are asked
         per = {
-            m: np.asarray([float(r["rd"]) for r in rs if _finite(r.get("rd"))])
+            m: np.asarray([float(r["rd"]) for r in rs if finite(r.get("rd"))])
             for (c, m), rs in sorted(reference.items())
             if c == cell
         }

@@ -1,4 +1,5 @@
-"""Training adequacy and seed 000's own descriptive analyses (`experiments/summarize_results.py`) for the wmf report.
+"""Training adequacy and WorldModelsBenchmark's own descriptive analyses (`experiments/summarize_results.py`) for the
+wmf report.
 
 Adequacy: per cell, the task-A model of each comparison (held-out reconstruction of A after A over the same model's
 at initialisation, and the task-A fit gain) and the from-scratch task-B reference (its held-out reconstruction of B
@@ -153,7 +154,8 @@ def adequacy_headline(summary: dict[str, Any]) -> list[str]:
 
 
 def _rank_corr(x: list[float | None], y: list[float | None]) -> dict[str, Any]:
-    """Spearman's rho as seed 000 computes it (Pearson on average ranks), over the cells where both exist."""
+    """Spearman's rho as WorldModelsBenchmark computes it (Pearson on average ranks), over the cells where both
+    exist."""
     from scipy.stats import rankdata
 
     pairs = [(a, b) for a, b in zip(x, y, strict=True) if a is not None and b is not None]
@@ -282,9 +284,9 @@ def adequacy_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def seed_lines(summary: dict[str, Any]) -> list[str]:
-    """Seed 000's analyses as report sections."""
+    """WorldModelsBenchmark's analyses as report sections."""
     lines = [
-        "## Distance axis as seed 000 reads it",
+        "## Distance axis as WorldModelsBenchmark reads it",
         "",
         f"Per cell: the median over {', '.join(summary['axisMethods'])} of each method's median RD over seeds; "
         "d_trans the median over the cell's runs; task-B difficulty the same median of held-out task-B "
@@ -310,7 +312,8 @@ def seed_lines(summary: dict[str, Any]) -> list[str]:
         )
         + ".",
         "",
-        f"## Control cells (seed 000: no method's median relative task-A loss above {summary['controlThreshold']:.0%})",
+        "## Control cells (WorldModelsBenchmark: no method's median relative task-A loss above "
+        f"{summary['controlThreshold']:.0%})",
         "",
         "Relative task-A loss per run: (recon A after B - recon A after A) / recon A after A; median over seeds.",
         "",

@@ -1,5 +1,5 @@
-"""The `wmf` suite: world-model forgetting benchmark (seed 000) across three families x three labelled distances,
-five continual-learning methods, from-scratch references shared per (cell, seed)."""
+"""The `wmf` suite: world-model forgetting benchmark (WorldModelsBenchmark) across three families x three labelled
+distances, five continual-learning methods, from-scratch references shared per (cell, seed)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def batch_tensors(data: Episodes, rows: np.ndarray, length: int) -> tuple[torch.
 @dataclass
 class EwcPenalty:
     """factor x lambda x sum_i F_i (theta_i - theta*_i)^2 over the parameters with a Fisher entry: factor 1/2
-    (wmf-v1, Kirkpatrick et al.'s form) or 1 (seed 000's `src/baselines/ewc.py`)."""
+    (wmf-v1, Kirkpatrick et al.'s form) or 1 (WorldModelsBenchmark's `src/baselines/ewc.py`)."""
 
     fisher: dict[str, torch.Tensor]
     anchor: dict[str, torch.Tensor]
@@ -75,9 +75,9 @@ class Phase:
     nan_steps: int
     """Updates dropped because the loss was not finite."""
     first: float | None = None
-    """Reconstruction loss of the first finite update (seed 000's `initial_reconstruction_loss`)."""
+    """Reconstruction loss of the first finite update (WorldModelsBenchmark's `initial_reconstruction_loss`)."""
     last: float | None = None
-    """Reconstruction loss of the last finite update (seed 000's `final_reconstruction_loss`)."""
+    """Reconstruction loss of the last finite update (WorldModelsBenchmark's `final_reconstruction_loss`)."""
     drawn: list[int] = field(default_factory=list)
     """Windows drawn from each source over the phase (the suite's replay count)."""
 
@@ -109,11 +109,11 @@ def train_phase(
 ) -> Phase:
     """`cfg.updatesPerTask` Adam updates on windows drawn uniformly from each source (`(episodes, windows per
     batch)`; the counts sum to the batch). With `uniform_episodes` the sources are pooled instead: each of the
-    batch's windows picks one episode uniformly among all sources' episodes, then a start uniformly within it (seed
-    000's replay buffer). With `episode_first` each source's own windows are drawn that way (an episode, then a
-    start; seed 000's buffer for one task). Adam is built here over the trainable parameters. Every random draw
-    (windows, posterior noise, dropout) comes from generators seeded by `seed`. `extra_loss(model, obs, actions,
-    step)` is a method's term added to every update's loss (None adds nothing)."""
+    batch's windows picks one episode uniformly among all sources' episodes, then a start uniformly within it
+    (WorldModelsBenchmark's replay buffer). With `episode_first` each source's own windows are drawn that way (an
+    episode, then a start; WorldModelsBenchmark's buffer for one task). Adam is built here over the trainable
+    parameters. Every random draw (windows, posterior noise, dropout) comes from generators seeded by `seed`.
+    `extra_loss(model, obs, actions, step)` is a method's term added to every update's loss (None adds nothing)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     windows = [data.windows(cfg.sequenceLength) for data, _ in sources]

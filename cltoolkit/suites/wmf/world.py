@@ -10,15 +10,24 @@ Training loss of one window of L frames and L - 1 actions (the seed's loss, comp
 summed over pixels and latent dimensions, averaged over the batch and the L steps. The seed's implementation loops
 over time steps and encodes each frame twice; here every frame of the batch is encoded once, in one convolution
 pass, and the GRU runs over the sequence (`RSSM.loss`). `RSSM.loss_stepwise` is the step-by-step form, kept to
-test that the two give the same loss and gradients."""
+test that the two give the same loss and gradients.
+
+One module past 450 lines on purpose: the three models share the RSSM's encoder, decoder, prior head, loss and
+rollouts and differ in the transition alone, which each subclass overrides method by method beside the base it
+changes."""
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+
+if TYPE_CHECKING:
+    from cltoolkit.suites.wmf.api import ModelSpec
+    from cltoolkit.suites.wmf.methods import UgParams
 
 __all__ = [
     "RSSM",
@@ -34,7 +43,7 @@ LOG_2PI = math.log(2 * math.pi)
 
 def gaussian_kl(mu_q: Tensor, logvar_q: Tensor, mu_p: Tensor, logvar_p: Tensor, var_eps: float = 0.0) -> Tensor:
     """KL(N(mu_q, exp(logvar_q)) || N(mu_p, exp(logvar_p))) of diagonal Gaussians, summed over the last axis;
-    `var_eps` > 0 divides by exp(logvar_p) + var_eps instead (seed 000's training KL)."""
+    `var_eps` > 0 divides by exp(logvar_p) + var_eps instead (WorldModelsBenchmark's training KL)."""
     if var_eps:
         spread = (torch.exp(logvar_q) + (mu_q - mu_p).pow(2)) / (torch.exp(logvar_p) + var_eps)
         return 0.5 * torch.sum(logvar_p - logvar_q + spread - 1.0, dim=-1)
@@ -45,7 +54,7 @@ def gaussian_kl(mu_q: Tensor, logvar_q: Tensor, mu_p: Tensor, logvar_p: Tensor, 
 
 def gaussian_nll(x: Tensor, mu: Tensor, logvar: Tensor, var_eps: float = 0.0) -> Tensor:
     """-log N(x; mu, exp(logvar)), summed over the last axis; `var_eps` > 0 divides the squared error by
-    exp(logvar) + var_eps instead (seed 000's `metrics.py` and `ewc.py`)."""
+    exp(logvar) + var_eps instead (WorldModelsBenchmark's `metrics.py` and `ewc.py`)."""
     if var_eps:
         return 0.5 * torch.sum(LOG_2PI + logvar + (x - mu).pow(2) / (torch.exp(logvar) + var_eps), dim=-1)
     return 0.5 * torch.sum(LOG_2PI + logvar + (x - mu).pow(2) * torch.exp(-logvar), dim=-1)
@@ -124,9 +133,9 @@ class ConvVAE(nn.Module):
         return self.mu(f), self.logvar(f)
 
     def use_seed_decoder(self) -> None:
-        """Seed 000's decoder (`src/models/vae.py`): Linear(latent, c4 x 2 x 2), reshaped to (c4, 2, 2), transposed
-        convolutions to 7, 17, 38 and 80 pixels, sigmoid, then the centre 64 x 64 crop. (The default is World Models'
-        decoder: Linear(latent, c4 x 4) as (c4 x 4, 1, 1) to 5, 13, 30 and 64 pixels, no crop.)"""
+        """WorldModelsBenchmark's decoder (`src/models/vae.py`): Linear(latent, c4 x 2 x 2), reshaped to (c4, 2, 2),
+        transposed convolutions to 7, 17, 38 and 80 pixels, sigmoid, then the centre 64 x 64 crop. (The default is World
+        Models' decoder: Linear(latent, c4 x 4) as (c4 x 4, 1, 1) to 5, 13, 30 and 64 pixels, no crop.)"""
         _, _, c3, c4 = self.channels
         self.expand = nn.Linear(self.expand.in_features, c4 * 2 * 2)
         self.decoder = _decoder(nn.ConvTranspose2d(c4, c3, 5, 2), self.channels)
@@ -242,7 +251,8 @@ class ProgressiveRSSM(RSSM):
         self.column2: nn.GRU | None = None
         self.head2: nn.Linear | None = None
         self.shared_state = shared_state
-        """Seed 000's form: one hidden state; the frozen column runs on it and feeds the new one through `lateral`."""
+        """WorldModelsBenchmark's form: one hidden state; the frozen column runs on it and feeds the new one through
+        `lateral`."""
         self.lateral: nn.Linear | None = None
 
     def switch(self) -> None:
@@ -262,7 +272,7 @@ class ProgressiveRSSM(RSSM):
         return mu, logvar
 
     def _shared_step(self, h: Tensor, x: Tensor) -> Tensor:
-        """h' = column2([z, a, V column1([z, a], h)], h): seed 000's transition with the frozen column under
+        """h' = column2([z, a, V column1([z, a], h)], h): WorldModelsBenchmark's transition with the frozen column under
         no_grad (its lateral V is trained with the new column)."""
         assert self.column2 is not None and self.lateral is not None
         with torch.no_grad():
@@ -319,62 +329,49 @@ class UGMTM(RSSM):
     next-latent error ||z_{t+1} - m(h_{t+1})||^2 (an MSE term added to the loss). At the switch the next expert becomes
     active and the VAE, the prior head and expert 0 are frozen.
 
-    Five choices where wmf-v1 and seed 000's `src/models/ug_mtm.py` differ, each an option (wmf-v1's first):
-    `expert_init` global-rng (PyTorch's default GRUCell initialisation from the global generator) or
-    per-expert-generator (the seed: expert k's parameters uniform in +-1/sqrt(hidden) from its own generator seeded
-    k * 1337 + 42, the same in every run); `history` per-batch (one history entry per update, the batch's mean u over
-    every step, one tau per update) or per-step (the seed: each time step pushes its batch-mean u_t and reads a new
-    tau); `mc_estimates` shared (one MC estimate drives gate and calibration) or separate (the seed: two independent
-    estimates); `gradient_factor` none or last-step-gate (the seed's backward hooks: each trainable expert's whole
-    gradient is multiplied by its batch-mean gate at the last time step of the update, on top of the mixture's own
-    per-step, per-sample gate weighting); `calibration` all-but-last (wmf-v1: the last step's error is not
-    computed) or all (the seed: every transition of the window)."""
+    Five choices where wmf-v1 and WorldModelsBenchmark's `src/models/ug_mtm.py` differ, each a field of the method's
+    `UgParams` (wmf-v1's value first): `expertInit` global-rng (PyTorch's default GRUCell initialisation from the
+    global generator) or per-expert-generator (the reference: expert k's parameters uniform in +-1/sqrt(hidden) from
+    its own generator seeded k * 1337 + 42, the same in every run); `thresholdHistory` per-batch (one history entry
+    per update, the batch's mean u over every step, one tau per update) or per-step (the reference: each time step
+    pushes its batch-mean u_t and reads a new tau); `mcEstimates` shared (one MC estimate drives gate and
+    calibration) or separate (the reference: two independent estimates); `gradientFactor` none or last-step-gate (the
+    reference's backward hooks: each trainable expert's whole gradient is multiplied by its batch-mean gate at the
+    last time step of the update, on top of the mixture's own per-step, per-sample gate weighting);
+    `calibrationSteps` all-but-last (wmf-v1: the last step's error is not computed) or all (the reference: every
+    transition of the window)."""
 
     history: Tensor
     filled: Tensor
     active: Tensor
 
-    def __init__(
-        self,
-        latent: int,
-        hidden: int,
-        action: int,
-        channels: tuple[int, int, int, int],
-        beta: float,
-        *,
-        experts: int,
-        dropout: float,
-        mc_passes: int,
-        mc_passes_eval: int,
-        window: int,
-        gate_lambda: float,
-        expert_init: str = "global-rng",
-        history: str = "per-batch",
-        mc_estimates: str = "shared",
-        gradient_factor: str = "none",
-        calibration: str = "all-but-last",
-    ) -> None:
-        super().__init__(latent, hidden, action, channels, beta)
+    def __init__(self, spec: ModelSpec, params: UgParams) -> None:
+        """The model of `spec` (the protocol's model section) with the method's declared hyperparameters."""
+        latent, hidden, action = spec.latent, spec.hidden, spec.action
+        super().__init__(latent, hidden, action, spec.channels, spec.beta)
         del self.gru
         width = latent + action
-        self.experts = nn.ModuleList(nn.GRUCell(width, hidden) for _ in range(experts))
-        if expert_init == "per-expert-generator":
+        self.experts = nn.ModuleList(nn.GRUCell(width, hidden) for _ in range(params.experts))
+        if params.expertInit == "per-expert-generator":
             stdv = 1.0 / math.sqrt(hidden)
             with torch.no_grad():
                 for k, cell in enumerate(self.experts):
                     generator = torch.Generator().manual_seed(k * 1337 + 42)
                     for p in cell.parameters():
                         p.uniform_(-stdv, stdv, generator=generator)
-        self.unc = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, hidden))
+        self.unc = nn.Sequential(
+            nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(params.dropout), nn.Linear(hidden, hidden)
+        )
+        window = params.thresholdWindow
         self.tau = nn.Sequential(nn.Linear(window, 32), nn.ReLU(), nn.Linear(32, 1), nn.Sigmoid())
         self.register_buffer("history", torch.zeros(window))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         self.register_buffer("active", torch.zeros((), dtype=torch.long))
-        self.mc_passes, self.mc_passes_eval, self.gate_lambda = mc_passes, mc_passes_eval, gate_lambda
-        self.per_step_history = history == "per-step"
-        self.separate_estimates = mc_estimates == "separate"
-        self.last_step_factor = gradient_factor == "last-step-gate"
-        self.calibrate_all = calibration == "all"
+        self.mc_passes, self.mc_passes_eval, self.gate_lambda = params.mcPasses, params.mcPassesEval, params.gateLambda
+        self.per_step_history = params.thresholdHistory == "per-step"
+        self.separate_estimates = params.mcEstimates == "separate"
+        self.last_step_factor = params.gradientFactor == "last-step-gate"
+        self.calibrate_all = params.calibrationSteps == "all"
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
 
     def uncertainty(self, x: Tensor) -> Tensor:

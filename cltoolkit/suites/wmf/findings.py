@@ -1,0 +1,203 @@
+"""The seed's findings, re-tested on clt's runs: its distance axis (Spearman correlations across cells of forgetting
+with the labelled level, d_trans and task-B difficulty, with exact permutation p over all orderings where the cells
+are few), the drift of encoder and transition, and the report section that states them beside the seed's values
+(WorldModelsBenchmark's `experiments/summarize_results.py` and paper). Descriptive, like `reference.py`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cltoolkit.run.record import RunRecord
+from cltoolkit.suites.wmf.reference import Reader, finite, seed_drift
+
+__all__ = ["EXACT_UP_TO", "LEVEL_RANK", "exact_spearman", "findings", "findings_lines"]
+
+
+def findings_lines(f: dict[str, Any]) -> list[str]:
+    """The report section "The seed's findings, re-tested" (Markdown)."""
+
+    def num(x: Any, spec: str = "+.2f") -> str:
+        return "-" if x is None else format(x, spec)
+
+    sp = f["spearman"]
+    names = {"level": "labelled level", "dTrans": "d_trans", "taskBDifficulty": "task-B difficulty"}
+    lines = [
+        "## The seed's findings, re-tested",
+        "",
+        f"First finding: the labelled distance does not order forgetting, the measured ones do. Per cell the axis RD "
+        f"(median over {', '.join(f['axisMethods'])} of each method's median RD); Spearman's rho with each distance "
+        "over the cells, with its two-sided permutation p (every order of the cells enumerated).",
+        "",
+        "| distance | clt (its cells) | seed, same cells | seed, all its cells |",
+        "|---|---|---|---|",
+    ]
+    for key, name in names.items():
+        cols = [sp[who][key] for who in ("clt", "seedSameCells", "seedAllCells")]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"rho {num(c['rho'])}, p {num(c['p'], '.3f')} ({c['n']} cells)" for c in cols)
+            + " |"
+        )
+    clt, seed = sp["clt"], sp["seedSameCells"]
+    n = clt["level"]["n"]
+    words = []
+    for key, name in names.items():
+        a, b = clt[key]["rho"], seed[key]["rho"]
+        if a is None or b is None:
+            words.append(f"{name}: not computable from clt's {n} cells")
+            continue
+        signs = (int(np.sign(round(a, 12))), int(np.sign(round(b, 12))))
+        how = {True: "the same sign as", False: "the opposite sign to"}[signs[0] == signs[1]]
+        if 0 in signs and signs[0] != signs[1]:
+            how = "a different sign from"
+        words.append(
+            f"{name}: clt's rho {a:+.2f} has {how} the seed's {b:+.2f} on these cells (difference {a - b:+.2f})"
+        )
+    lines += [
+        "",
+        ("Read with care: " if n < 9 else "")
+        + f"over {n} of the nine cells, "
+        + "; ".join(words)
+        + ". No rho here is decided by a threshold: the p-values say how often a random order of the cells gives one "
+        "as large.",
+        "",
+        "Second finding: forgetting in the encoder that PF and RD cannot see (medians over each family's runs; "
+        "encoder drift = held-out reconstruction of A after B over after A):",
+        "",
+        "| family | method | clt encoder drift | clt PF | seed encoder drift | seed PF |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in f["drift"]:
+        c, s = row["clt"], row["seed"]
+        lines.append(
+            f"| {row['family']} | {row['method']} | {num(c['encoderDrift'], '.3g')} | {num(c['pf'], '.3g')} | "
+            f"{num(s['encoderDrift'], '.3g')} | {num(s['pf'], '.3g')} |"
+        )
+    return [*lines, ""]
+
+
+LEVEL_RANK = {"min": 1, "med": 2, "max": 3}
+"""The labelled distance as a number (the seed's `min` < `med` < `max`)."""
+SEED_READ: dict[str, Reader] = {
+    "rd": lambda m: m.get("rd"),
+    "pf": lambda m: m.get("pf"),
+    "dTrans": lambda m: m.get("d_trans"),
+    "reconBAfterB": lambda m: m.get("heldout_reconstruction_B_after_task_B"),
+    "encoderDrift": seed_drift,
+}
+"""clt record field -> how to read it from a seed run's metrics (the findings' inputs)."""
+EXACT_UP_TO = 10
+"""Cells up to which the Spearman permutation p is enumerated exactly (10! orders); Monte Carlo beyond."""
+
+
+@functools.cache
+def _orders(n: int) -> np.ndarray:
+    """Every order of n items, (n!, n) indices (built once per n)."""
+    import itertools
+
+    return np.asarray(list(itertools.permutations(range(n))), dtype=np.int8)
+
+
+def exact_spearman(x: Sequence[float], y: Sequence[float], draws: int = 100_000) -> dict[str, Any]:
+    """Spearman's rho (Pearson on average ranks, as the seed computes it) with its two-sided permutation p: exact by
+    enumerating every order of y's ranks up to `EXACT_UP_TO` points, labelled Monte Carlo (draws) beyond."""
+    from scipy.stats import rankdata
+
+    n = len(x)
+    if n < 3:
+        return {"rho": None, "p": None, "n": n, "pKind": None}
+    rx, ry = rankdata(x) - (n + 1) / 2, rankdata(y) - (n + 1) / 2
+    den = float(np.sqrt((rx**2).sum() * (ry**2).sum()))
+    if den == 0:
+        return {"rho": None, "p": None, "n": n, "pKind": None}
+    rho = float((rx * ry).sum() / den)
+    if n <= EXACT_UP_TO:
+        perms = ry[_orders(n)]
+        kind = f"exact, all {len(perms)} orders"
+    else:
+        rng = np.random.default_rng(0)
+        perms = np.asarray([rng.permutation(ry) for _ in range(draws)])
+        kind = f"Monte Carlo, {draws} orders"
+    null = perms @ rx / den
+    p = float(np.mean(np.abs(null) >= abs(rho) - 1e-12))
+    return {"rho": rho, "p": p, "n": n, "pKind": kind}
+
+
+def _cell_axis(
+    values: dict[tuple[str, str], list[dict[str, Any]]], axis_methods: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Per cell (values: (cell, method) -> runs as {field: number}): the median over `axis_methods` of each method's
+    median RD, the median d_trans and task-B difficulty over the cell's runs (WorldModelsBenchmark's distance axis)."""
+
+    def med(xs: list[Any]) -> float | None:
+        xs = [float(v) for v in xs if finite(v)]
+        return float(np.median(xs)) if xs else None
+
+    out = []
+    for cell in sorted({c for c, _ in values}, key=lambda c: (c.split("-")[0], LEVEL_RANK.get(c.split("-")[-1], 0))):
+        per_method = [med([r.get("rd") for r in values.get((cell, m), [])]) for m in axis_methods]
+        runs = [r for (c, _), rs in values.items() if c == cell for r in rs]
+        out.append(
+            {
+                "cell": cell,
+                "level": LEVEL_RANK.get(cell.split("-")[-1]),
+                "rd": med(per_method),
+                "dTrans": med([r.get("dTrans") for r in runs]),
+                "taskBDifficulty": med([r.get("reconBAfterB") for r in runs]),
+            }
+        )
+    return out
+
+
+def _axis_spearman(axis: list[dict[str, Any]]) -> dict[str, Any]:
+    out = {}
+    for key in ("level", "dTrans", "taskBDifficulty"):
+        pairs = [(a["rd"], a[key]) for a in axis if a["rd"] is not None and a[key] is not None]
+        out[key] = exact_spearman([p[0] for p in pairs], [p[1] for p in pairs])
+    return out
+
+
+def _as_values(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec.status.state == "completed" and rec.spec.cell:
+            out.setdefault((rec.spec.cell, rec.spec.comparison), []).append({k: rec.metrics.get(k) for k in SEED_READ})
+    return out
+
+
+def findings(
+    records: Sequence[RunRecord], reference: dict[tuple[str, str], list[dict[str, Any]]], axis_methods: Sequence[str]
+) -> dict[str, Any]:
+    """The seed's two findings, re-tested. First: the labelled distance does not order forgetting, the measured
+    quantities do (Spearman over cells of the axis RD with the label, d_trans and task-B difficulty), for clt's cells,
+    for the seed's runs of the same cells, and for all the seed's cells. Second: forgetting in the encoder that PF
+    and RD cannot see (fine-tuning's and EWC's median encoder drift beside their median PF, per family)."""
+    mine = _as_values(records)
+    seed_values = {k: [{f: read(m) for f, read in SEED_READ.items()} for m in runs] for k, runs in reference.items()}
+    cells = {c for c, _ in mine}
+    axes = {
+        "clt": _cell_axis(mine, axis_methods),
+        "seedSameCells": _cell_axis({k: v for k, v in seed_values.items() if k[0] in cells}, axis_methods),
+        "seedAllCells": _cell_axis(seed_values, axis_methods),
+    }
+    drift = []
+    for family in sorted({c.split("-")[0] for c in cells}):
+        for method in ("finetuning", "ewc"):
+            row: dict[str, Any] = {"family": family, "method": method}
+            for who, source in (("clt", mine), ("seed", seed_values)):
+                runs = [r for (c, m), rs in source.items() if m == method and c.split("-")[0] == family for r in rs]
+                row[who] = {
+                    q: (float(np.median(xs)) if (xs := [float(r[q]) for r in runs if finite(r.get(q))]) else None)
+                    for q in ("encoderDrift", "pf")
+                } | {"runs": len(runs)}
+            drift.append(row)
+    return {
+        "axisMethods": list(axis_methods),
+        "axis": axes,
+        "spearman": {who: _axis_spearman(axis) for who, axis in axes.items()},
+        "drift": drift,
+    }
