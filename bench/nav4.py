@@ -76,7 +76,7 @@ def main() -> int:
 
     from cltoolkit.component_validation import load_protocol
     from cltoolkit.run.malloc import keep_freed_memory
-    from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks
+    from cltoolkit.suites.nav4.agent import AgentLedger, Learner, VecTasks
     from cltoolkit.suites.nav4.env import EgocentricWrapper, Nav4Env
     from cltoolkit.suites.nav4.suite import make_method
 
@@ -88,7 +88,7 @@ def main() -> int:
     protocol = load_protocol(REPO / "protocols" / "nav4-v1.json").model
     method = make_method(protocol.comparisons[0].method, protocol.comparisons[0].hyperparameters)
     params = method.params
-    ledger = Ledger()
+    ledger = AgentLedger()
     agent = Learner(params, 15, 0, ledger, method)
     vec = VecTasks(["key"], params.envs, list(range(20_000)), np.random.default_rng(0), 9, 100, 4, (0.2, 0.2))
     spent = {"environment": 0.0, "rolloutForward": 0.0, "update": 0.0}

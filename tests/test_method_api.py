@@ -151,9 +151,9 @@ class NoAgent(Nav4Method):
 def _nav4_learner(method: Any) -> tuple[Any, Any]:
     import numpy as np
 
-    from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks
+    from cltoolkit.suites.nav4.agent import AgentLedger, Learner, VecTasks
 
-    learner = Learner(method.params, 15, 0, Ledger(), method)
+    learner = Learner(method.params, 15, 0, AgentLedger(), method)
     vec = VecTasks(["goal"], method.params.envs, list(range(50)), np.random.default_rng(0), 9, 100, 4)
     return learner, vec
 
@@ -250,7 +250,7 @@ def test_a_nav4_run_stopped_between_tasks_and_restored_continues_as_if_never_sto
     the same weights, memory and ledger as the uninterrupted run."""
     import numpy as np
 
-    from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks, state_checksum
+    from cltoolkit.suites.nav4.agent import AgentLedger, Learner, VecTasks, state_checksum
     from cltoolkit.suites.nav4.api import TaskEnd, TaskStart
     from cltoolkit.suites.nav4.suite import make_method
 
@@ -266,7 +266,7 @@ def test_a_nav4_run_stopped_between_tasks_and_restored_continues_as_if_never_sto
 
     def fresh() -> tuple[Learner, Any]:
         method = make_method("nav4.replay-cloning", hyper)
-        return Learner(method.params, 15, 3, Ledger(), method), method
+        return Learner(method.params, 15, 3, AgentLedger(), method), method
 
     straight, m1 = fresh()
     phase(straight, m1, 0, "goal")

@@ -89,17 +89,17 @@ def test_registered_with_gymnasium() -> None:
 
 
 def test_evaluation_cannot_change_the_agent() -> None:
-    from cltoolkit.suites.nav4.agent import Learner, Ledger, evaluate, state_checksum
+    from cltoolkit.suites.nav4.agent import AgentLedger, Learner, evaluate, state_checksum
     from cltoolkit.suites.nav4.api import TaskStart
     from cltoolkit.suites.nav4.suite import make_method
 
     doc = read(REPO / "protocols" / "nav4-v1.json")
     method = make_method("nav4.replay-cloning", doc["comparisons"][2]["hyperparameters"])
-    agent = Learner(method.params, 15, 0, Ledger(), method)
+    agent = Learner(method.params, 15, 0, AgentLedger(), method)
     method.begin_task(agent, TaskStart("goal", 0, ("goal",), 0))
     assert agent.memory is not None
     before = state_checksum(agent.net, agent.memory)
-    ledger = Ledger()
+    ledger = AgentLedger()
     evaluate(agent, "goal", [2_000_000, 2_000_001], False, ledger, size=9, max_steps=100, min_path=4)
     assert state_checksum(agent.net, agent.memory) == before and ledger.environmentSteps == 0
     assert ledger.evaluationSteps > 0
@@ -240,7 +240,7 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     import torch
 
     from cltoolkit.component_validation import load_protocol
-    from cltoolkit.suites.nav4.agent import Learner, Ledger
+    from cltoolkit.suites.nav4.agent import AgentLedger, Learner
     from cltoolkit.suites.nav4.suite import make_method
 
     v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json").model)
@@ -248,7 +248,7 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     method = cast(UniformReplay, make_method(comp.method, comp.hyperparameters))
     assert method.params.cloneFrom == "completed-phases"
     canvas = 2 * v2.environment.gridSize - 3
-    agent = Learner(method.params, canvas, 0, Ledger(), method)
+    agent = Learner(method.params, canvas, 0, AgentLedger(), method)
     v1_method = cast(UniformReplay, make_method(comp.method, {**comp.hyperparameters, "cloneFrom": "all-memory"}))
     n = 6
     batch = {

@@ -56,7 +56,7 @@ class OneStep(Strict):
     """Standard deviation of the sampled previous action."""
 
 
-class Rollout(Strict):
+class RolloutRung(Strict):
     """Rung 2: open-loop rollouts against the noiseless true trajectory."""
 
     metric: str = "ladder.rollout-rmse-v1"
@@ -134,7 +134,7 @@ class Rungs(Strict):
 
     oneStep: OneStep
     """Rung 1."""
-    rollout: Rollout
+    rollout: RolloutRung
     """Rung 2."""
     intervention: Intervention
     """Rung 3."""

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from cltoolkit.suites.ladder.methods import LinearModel
-from cltoolkit.suites.ladder.models import Control, Intervention, LadderProtocol, OneStep, Rollout, System
+from cltoolkit.suites.ladder.models import Control, Intervention, LadderProtocol, OneStep, RolloutRung, System
 from cltoolkit.suites.ladder.sampling import Transitions, sample_transitions
 
 __all__ = [
@@ -75,7 +75,7 @@ def forced_amplitude(a: float, b: float, c: float, amplitude: float) -> float | 
 
 
 def rollout(model: LinearModel, protocol: LadderProtocol) -> dict[str, Any]:
-    r: Rollout = protocol.rungs.rollout
+    r: RolloutRung = protocol.rungs.rollout
     true = protocol.systems.true
     const = np.full(r.constantSteps, r.constantAction)
     truth = simulate(true.a, true.b, true.c, r.s0, r.uPrev0, const)

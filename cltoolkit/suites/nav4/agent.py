@@ -28,7 +28,7 @@ from cltoolkit.suites.nav4.api import Minibatch, Nav4Method, Rollout, _suite_rol
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, Nav4Env
 from cltoolkit.suites.nav4.net import Net
 
-__all__ = ["Learner", "Ledger", "Net", "Reservoir", "VecTasks", "evaluate", "state_checksum"]
+__all__ = ["AgentLedger", "Learner", "Net", "Reservoir", "VecTasks", "evaluate", "state_checksum"]
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ TOGGLE = ACTIONS.index(5)
 
 
 @dataclass
-class Ledger:
+class AgentLedger:
     environmentSteps: int = 0
     evaluationSteps: int = 0
     gradientUpdates: float = 0.0
@@ -119,7 +119,9 @@ class Reservoir:
     one with `Learner.new_memory`; it is filled from suite-made training rollouts only, and every sample drawn from
     it is counted in the run's ledger as it is drawn."""
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], rng: np.random.Generator, ledger: Ledger) -> None:
+    def __init__(
+        self, capacity: int, obs_shape: tuple[int, ...], rng: np.random.Generator, ledger: AgentLedger
+    ) -> None:
         self.capacity = capacity
         self.rng = rng
         self.ledger = ledger
@@ -215,7 +217,7 @@ class Learner:
     params: Any
     canvas: int
     seed: int
-    ledger: Ledger
+    ledger: AgentLedger
     method: Nav4Method
     device: str = "cpu"
     """Torch device of the network (initialised on the CPU, then moved: every device starts from one init)."""
@@ -392,7 +394,7 @@ def evaluate(
     task: str,
     layout_seeds: Sequence[int],
     greedy: bool,
-    ledger: Ledger,
+    ledger: AgentLedger,
     *,
     size: int,
     max_steps: int,

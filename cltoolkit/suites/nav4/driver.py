@@ -35,7 +35,7 @@ def run(
     """One run of `method` (its hooks only: `api.py`) under its declared regime."""
     import torch
 
-    from cltoolkit.suites.nav4.agent import Learner, Ledger, VecTasks, evaluate
+    from cltoolkit.suites.nav4.agent import AgentLedger, Learner, VecTasks, evaluate
 
     params = method.params
     torch.set_num_threads(params.torchThreads)
@@ -50,7 +50,7 @@ def run(
     tests = {t: list(held[t]["test"]) for t in tasks}
     vals = {t: list(held[t]["validation"]) for t in tasks}
     bonus = (params.subgoalBonus.keyPickup, params.subgoalBonus.doorOpen)
-    ledger = Ledger()
+    ledger = AgentLedger()
     seed = protocol.stream_seed(seed, order)  # nav4-v1: the seed itself; later versions may add the task order
     rng = np.random.default_rng([seed, 1])
     kw = {"size": size, "max_steps": limit, "min_path": min_path}
