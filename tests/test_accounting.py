@@ -16,7 +16,8 @@ def test_seed_planner_example() -> None:
 
 
 def test_frames_with_action_repeat_and_bad_input() -> None:
-    assert frames(1000, 4) == 4000 and frames(7) == 7
+    assert frames(1000, 4) == 4000
+    assert frames(7) == 7
     with pytest.raises(ValueError):
         frames(10, 0)
     with pytest.raises(ValueError, match="horizon must be >= 1"):

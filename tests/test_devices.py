@@ -27,14 +27,19 @@ def test_device_requests_resolve_or_fail_in_one_line() -> None:
 
 def test_a_bad_device_is_refused_before_any_run(cli, project) -> None:
     out = cli("run", "-p", "wmf-lite-v1", "--pilot", "--device", "tpu")
-    assert out.exit_code != 0 and "--device 'tpu': expected auto, cpu, cuda or cuda:N" in out.output
-    assert "Traceback" not in out.output and not (project.root / "pilot-runs").exists()
+    assert out.exit_code != 0
+    assert "--device 'tpu': expected auto, cpu, cuda or cuda:N" in out.output
+    assert "Traceback" not in out.output
+    assert not (project.root / "pilot-runs").exists()
     if not torch.cuda.is_available():  # no run is started (and no failed record written) for a missing GPU
         out = cli("run", "-p", "wmf-lite-v1", "--pilot", "--device", "cuda")
-        assert out.exit_code != 0 and "torch sees no CUDA device" in out.output and "use --device cpu" in out.output
+        assert out.exit_code != 0
+        assert "torch sees no CUDA device" in out.output
+        assert "use --device cpu" in out.output
         assert not (project.root / "pilot-runs").exists()
     out = cli("run", "-p", "ladder-v1", "--pilot", "--device", "cuda:0")  # a suite without torch models
-    assert out.exit_code == 1 and "suite 'ladder' has no torch models" in out.output
+    assert out.exit_code == 1
+    assert "suite 'ladder' has no torch models" in out.output
     assert not (project.root / "pilot-runs").exists()
 
 

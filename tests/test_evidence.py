@@ -118,7 +118,9 @@ def test_symbolic_links_are_refused_not_followed(toy, cli, tmp_path) -> None:
     (store / "cand-s1" / "record.json").symlink_to("/etc/passwd")
     _refused(cli, "cand-s0: holds symbolic link(s) record.json", "cand-s1: holds symbolic link(s) record.json")
     out = cli("run", "-p", "toy-v1")  # the driver refuses too: nothing is rerun over evidence
-    assert out.exit_code == 1 and "cand-s0" in out.output and doctored.exists()
+    assert out.exit_code == 1
+    assert "cand-s0" in out.output
+    assert doctored.exists()
 
 
 def test_truncated_and_extra_field_records_are_corrupt_not_missing(toy, cli) -> None:
@@ -128,7 +130,8 @@ def test_truncated_and_extra_field_records_are_corrupt_not_missing(toy, cli) -> 
     _edit(store / "base-s1" / "record.json", lambda d: d.update(extra=1))
     _edit(store / "base-s2" / "record.json", lambda d: d.update(extra=1), reseal=True)
     text = _refused(cli, "base-s0: unreadable record", "base-s1: unreadable record", "base-s2: unreadable record")
-    assert "unknown field" in text and "invalid JSON" in text
+    assert "unknown field" in text
+    assert "invalid JSON" in text
 
 
 def test_unsealed_records_are_sealed_once_without_changing_values(toy, cli) -> None:
@@ -144,11 +147,13 @@ def test_unsealed_records_are_sealed_once_without_changing_values(toy, cli) -> N
         before[path] = data
     _refused(cli, "cand-s0: unsealed", "clt seal --protocol toy-v1")
     out = cli("seal", "-p", "toy-v1")
-    assert out.exit_code == 0 and "sealed 6 record(s)" in out.output
+    assert out.exit_code == 0
+    assert "sealed 6 record(s)" in out.output
     for path, data in before.items():
         after = read(path)
         assert after.pop("seal") == record_seal(after)
-        assert after.pop("recordVersion") == 2 and {k: v for k, v in data.items() if k != "recordVersion"} == after
+        assert after.pop("recordVersion") == 2
+        assert {k: v for k, v in data.items() if k != "recordVersion"} == after
     assert "sealed 0 record(s); 6 were sealed already" in cli("seal", "-p", "toy-v1").output
     assert cli("report", "-p", "toy-v1").exit_code == 0
 
@@ -162,15 +167,18 @@ def test_results_pin_their_evidence_and_check_mode(toy, cli) -> None:
     )  # run folders
     assert results["evidence"]["cand-s0"] == read(store / "cand-s0" / "record.json")["seal"]
     out = cli("report", "-p", "toy-v1", "--check")
-    assert out.exit_code == 0 and "reproduces from 6 records" in out.output
+    assert out.exit_code == 0
+    assert "reproduces from 6 records" in out.output
     _edit(store / "cand-s0" / "record.json", _set_score, reseal=True)  # an edit that keeps a valid seal
     out = cli("report", "-p", "toy-v1", "--check")
-    assert out.exit_code == 1 and "/results/evidence/cand-s0: changed" not in out.output
+    assert out.exit_code == 1
+    assert "/results/evidence/cand-s0: changed" not in out.output
     assert "/evidence/cand-s0: changed from" in out.output
     assert '/gates/0/decision: changed from "pass" to "fail"' in out.output
     shutil.rmtree(store / "cand-s0")
     out = cli("report", "-p", "toy-v1", "--check")
-    assert out.exit_code == 1 and "/evidence/cand-s0: removed" in out.output
+    assert out.exit_code == 1
+    assert "/evidence/cand-s0: removed" in out.output
 
 
 def test_check_fails_on_a_deleted_block_or_folder_and_an_edited_or_deleted_report(toy, cli) -> None:
@@ -193,26 +201,31 @@ def test_check_fails_on_a_deleted_block_or_folder_and_an_edited_or_deleted_repor
     md = folder / "main" / "report.md"
     md.write_text(md.read_text().replace("PASS", "FAIL"))
     out = cli("report", "-p", "toy-v1", "--check")
-    assert out.exit_code == 1 and "reports/toy-v1/main/report.md: differs from the report rendered" in out.output
+    assert out.exit_code == 1
+    assert "reports/toy-v1/main/report.md: differs from the report rendered" in out.output
     restore()
     html = folder / "report.html"
     html.write_text(html.read_text().replace("PASS", "FAIL"))
     out = cli("report", "-p", "toy-v1", "--check")
-    assert out.exit_code == 1 and "reports/toy-v1/report.html: differs" in out.output
+    assert out.exit_code == 1
+    assert "reports/toy-v1/report.html: differs" in out.output
     restore()
     (folder / "report.md").unlink()
     out = cli("report", "-p", "toy-v1", "--check")
-    assert out.exit_code == 1 and "reports/toy-v1/report.md: missing" in out.output
+    assert out.exit_code == 1
+    assert "reports/toy-v1/report.md: missing" in out.output
     restore()
     shutil.rmtree(folder / "main")
     out = cli("report", "-p", "toy-v1", "--check")
-    assert out.exit_code == 1 and "stage 'main' was reported (status.reportedStages) but" in out.output
+    assert out.exit_code == 1
+    assert "stage 'main' was reported (status.reportedStages) but" in out.output
     restore()
     data = read(toy.protocol_path("toy-v1"))
     data["results"] = None
     write(toy.protocol_path("toy-v1"), data)
     out = cli("report", "-p", "toy-v1", "--check")
-    assert out.exit_code == 1 and "the results block of a reported protocol is missing" in out.output
+    assert out.exit_code == 1
+    assert "the results block of a reported protocol is missing" in out.output
 
 
 def test_mixed_component_code_is_refused_or_flagged(toy, cli) -> None:
@@ -225,7 +238,9 @@ def test_mixed_component_code_is_refused_or_flagged(toy, cli) -> None:
     assert key in read(store / "cand-s1" / "record.json")["provenance"]["components"]
     _edit(store / "cand-s1" / "record.json", other_code, reseal=True)
     out = cli("report", "-p", "toy-v1")
-    assert out.exit_code == 1 and "comparison 'cand'" in out.output and "different code" in out.output
+    assert out.exit_code == 1
+    assert "comparison 'cand'" in out.output
+    assert "different code" in out.output
     out = cli("report", "-p", "toy-v1", "--allow-mixed-code")
     assert out.exit_code == 0, out.output
     assert read(toy.protocol_path("toy-v1"))["results"]["mixedComponentCode"]
@@ -266,7 +281,8 @@ def test_a_planted_log_link_is_refused(toy, cli, tmp_path) -> None:
     (toy.runs_dir / "toy-v1" / "cand-s0").mkdir(parents=True)
     (toy.runs_dir / "toy-v1" / "cand-s0" / "log.txt").symlink_to(outside)
     out = cli("run", "-p", "toy-v1")
-    assert out.exit_code == 1 and "cand-s0: holds symbolic link(s) log.txt" in out.output
+    assert out.exit_code == 1
+    assert "cand-s0: holds symbolic link(s) log.txt" in out.output
     assert not outside.exists()
 
 
@@ -281,7 +297,8 @@ def _two_drivers(project: Project, wait: bool, together: bool = False) -> tuple[
     deadline = time.monotonic() + 30
     lock = RunStore(project.runs_dir, "toy-v1").lock_path
     while not together and (not lock.exists() or not lock.read_text()):
-        assert time.monotonic() < deadline and first.poll() is None
+        assert time.monotonic() < deadline
+        assert first.poll() is None
         time.sleep(0.02)
     second = _driver(project, "--workers", "2", *(["--wait"] if wait else []))
     outs = [p.communicate(timeout=120)[0] for p in (first, second)]
@@ -298,7 +315,8 @@ def _slow_protocol(project: Project) -> None:
 
 def _check_once_each(project: Project) -> None:
     scan = RunStore(project.runs_dir, "toy-v1").scan()
-    assert not scan.broken and len(scan.records) == 6
+    assert not scan.broken
+    assert len(scan.records) == 6
     assert all(r.status.state == "completed" and r.status.attempts == 1 for r in scan.records.values())
     for run_dir in (project.runs_dir / "toy-v1").glob("[!.]*"):  # each run's worker started once
         assert (run_dir / "log.txt").read_text().count("cltoolkit.run.worker") <= 1

@@ -76,7 +76,8 @@ def test_the_checker_catches_another_projects_name() -> None:
 def test_distribution_name_is_the_one_built() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     plugin = tomllib.loads((REPO / "examples" / "clt-example-plugin" / "pyproject.toml").read_text())["project"]
-    assert project["name"] == DISTRIBUTION and plugin["dependencies"] == [DISTRIBUTION]
+    assert project["name"] == DISTRIBUTION
+    assert plugin["dependencies"] == [DISTRIBUTION]
 
 
 def _ray_steps(lines: list[str]) -> list[tuple[str, str]]:
@@ -98,4 +99,5 @@ def test_the_readme_cluster_steps_are_the_dist_tests() -> None:
     assert calls == [("get-auth-token", "--generate"), ("start", "--head"), ("start", "--address")], calls
     assert _ray_steps(lines) == calls
     worker = next(line for line in lines if "--address=" in line and "ray start" in line)
-    assert worker.startswith("RAY_AUTH_MODE=token ray start") and 'RAY_AUTH_MODE="token"' in test
+    assert worker.startswith("RAY_AUTH_MODE=token ray start")
+    assert 'RAY_AUTH_MODE="token"' in test

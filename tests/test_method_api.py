@@ -48,7 +48,8 @@ def test_a_users_method_runs_from_init_to_report_as_the_readme_says(
         for p in (project / "runs" / protocol_id).glob("*/record.json")
         if json.loads(p.read_text())["spec"]["method"].startswith("mine.")
     ]
-    assert len(user_runs) == 2 and all(r["status"]["state"] == "completed" for r in user_runs)
+    assert len(user_runs) == 2
+    assert all(r["status"]["state"] == "completed" for r in user_runs)
 
 
 def _project(tmp_path: Path, source: str, components: dict[str, Any], suite: str) -> Path:
@@ -204,7 +205,8 @@ def test_a_nav4_memory_takes_suite_rollouts_only_and_counts_what_is_drawn() -> N
 
     method.begin_task(learner, TaskStart("goal", 0, ("goal",), 16))
     learner.train(vec, 16, lambda _k: 0)
-    assert len(method.memory) == 16 and learner.ledger.replaySamples == 0
+    assert len(method.memory) == 16
+    assert learner.ledger.replaySamples == 0
     method.memory.sample(5)
     assert learner.ledger.replaySamples == 5  # counted by the suite's memory, not reported by the method
     with pytest.raises(TypeError, match="made by the suite only"):
@@ -281,4 +283,5 @@ def test_a_nav4_run_stopped_between_tasks_and_restored_continues_as_if_never_sto
     m3.load_state_dict(saved_method)
     phase(resumed, m3, 1, "key")
     assert state_checksum(resumed.net, resumed.memory) == state_checksum(straight.net, straight.memory)
-    assert resumed.ledger == straight.ledger and straight.ledger.replaySamples > 0
+    assert resumed.ledger == straight.ledger
+    assert straight.ledger.replaySamples > 0

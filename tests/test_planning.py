@@ -18,7 +18,8 @@ def test_nav4_is_planned_with_its_seven_hypothesis_family_and_validation_stage()
     results = json.loads((REPO / "protocols" / "nav4-v1.json").read_text())["results"]
     in_family = [h for g in results["gates"] for h in g["hypotheses"] if h["pAdjusted"] is not None]
     assert len(in_family) == 7
-    assert reported_stage(protocol) == "validation" and declared_replicates(protocol) == 30
+    assert reported_stage(protocol) == "validation"
+    assert declared_replicates(protocol) == 30
     gate = next(g for g in protocol.gates if g.confirmatory)
     assert _alpha(protocol, gate, tasks) == protocol.analysis.alpha / 7
 
@@ -27,7 +28,8 @@ def test_tost_plan_on_the_command_line(cli) -> None:
     out = cli("plan", "power", "--sigma", "0.1", "--delta", "0.05", "--test", "tost", "--json")
     assert out.exit_code == 0, out.output
     plan = json.loads(out.output)
-    assert plan["normal"] == 35 and plan["exact"] >= 35
+    assert plan["normal"] == 35
+    assert plan["exact"] >= 35
 
 
 def test_a_median_aggregate_gate_is_planned_for_the_sign_test_that_decides_it() -> None:
@@ -42,10 +44,12 @@ def test_a_median_aggregate_gate_is_planned_for_the_sign_test_that_decides_it() 
     median = protocol.model_copy(update={"analysis": protocol.analysis.model_copy(update={"aggregate": "median"})})
     sign_plan = gate_plan(median, gate, "aggregate", 0.2, "declared", 0, 30)
     assert (t_plan.decidedBy, sign_plan.decidedBy) == ("t test", "sign test")
-    assert sign_plan.neededExact is not None and t_plan.neededExact is not None
+    assert sign_plan.neededExact is not None
+    assert t_plan.neededExact is not None
     assert sign_plan.neededExact > t_plan.neededExact
     assert sign_plan.powerAtDeclared == stats.sign_test_power(30, 0.2, 0.1, sign_plan.alpha, sign_plan.sides)
-    assert sign_plan.powerAtDeclared is not None and t_plan.powerAtDeclared is not None
+    assert sign_plan.powerAtDeclared is not None
+    assert t_plan.powerAtDeclared is not None
     assert sign_plan.powerAtDeclared < t_plan.powerAtDeclared
 
 
@@ -56,4 +60,6 @@ def test_median_plan_on_the_command_line(cli) -> None:
     sign = json.loads(out.output)
     assert (t["exact"], sign["exact"], sign["decidedBy"]) == (27, 42, "sign test")
     text = cli("plan", "power", "--sigma", "1", "--delta", "0.5", "--test", "tost", "--median")
-    assert text.exit_code == 0 and "(exact sign test)" in text.output and "None" not in text.output
+    assert text.exit_code == 0
+    assert "(exact sign test)" in text.output
+    assert "None" not in text.output

@@ -70,4 +70,5 @@ def test_plugin_method_runs_through_clt(plugin_site: Path, project) -> None:
         capture_output=True,
         text=True,
     )
-    assert bare.returncode == 2 and "unknown method 'example.shrunk'" in bare.stderr
+    assert bare.returncode == 2
+    assert "unknown method 'example.shrunk'" in bare.stderr

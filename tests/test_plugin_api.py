@@ -46,7 +46,8 @@ def test_the_contract_names_each_problem() -> None:
     assert check_component("method", "me.good", Good) == []
     problems = check_component("method", "me.bad", Bad)
     assert any("must name a registered suite" in p for p in problems)
-    assert any("summary" in p for p in problems) and any("Params.rate has no docstring" in p for p in problems)
+    assert any("summary" in p for p in problems)
+    assert any("Params.rate has no docstring" in p for p in problems)
     assert any("versioned id" in p for p in check_component("metric", "no version", BadMetric))
     assert "must subclass" in check_component("method", "x", object)[0]
     # a ladder method that is not a DynamicsModel: the ladder driver could not run it
@@ -63,8 +64,10 @@ def test_list_shows_one_component_in_full(cli) -> None:
     info = json.loads(out.output)
     fields = {f["name"]: f for f in info["parameters"]}
     assert set(fields) == {"transitions", "seed", "usePrevAction"}
-    assert fields["usePrevAction"]["default"] is True and fields["transitions"]["required"]
-    assert info["summary"] and info["suite"] == "ladder"
+    assert fields["usePrevAction"]["default"] is True
+    assert fields["transitions"]["required"]
+    assert info["summary"]
+    assert info["suite"] == "ladder"
     text = cli("list", "method", "ladder.least-squares").output
     assert "hyperparameter usePrevAction (bool, default true)" in text
     assert "no environments are registered" in cli("list", "environment").output

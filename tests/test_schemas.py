@@ -46,5 +46,6 @@ def test_schema_rejects_what_models_reject() -> None:
 
 def test_cli_schema(cli) -> None:
     result = cli("schema", "lock")
-    assert result.exit_code == 0 and json.loads(result.output)["$id"].endswith("lock:1")
+    assert result.exit_code == 0
+    assert json.loads(result.output)["$id"].endswith("lock:1")
     assert cli("schema", "nope").exit_code == 2

@@ -37,7 +37,8 @@ def test_shares_observation_matches_supports(w: int, h: int, a: int, b: int) -> 
 def test_chronological_split_leaves_disjoint_supports(w: int, h: int, start: int) -> None:
     centres = list(range(w - 1, 60))
     train, test, manifest = chronological_split(centres, start, w, h)
-    assert train.size and test.size
+    assert train.size
+    assert test.size
     last_train, first_test = centres[train.max()], centres[test.min()]
     assert not shares_observation(last_train, first_test, w, h)
     assert shares_observation(last_train + 1, first_test, w, h)  # the embargo is no wider than needed
@@ -57,16 +58,20 @@ def test_grouped_split_never_crosses_a_key(keys: list[int], seed: int) -> None:
     train, test, manifest = grouped_split(keys, n_test, np.random.default_rng(seed))
     assert check_grouped(keys, train, test) == []
     assert sorted([*train, *test]) == list(range(len(keys)))
-    assert manifest.test_units == n_test and manifest.train_units == groups - n_test
+    assert manifest.test_units == n_test
+    assert manifest.train_units == groups - n_test
     assert set(manifest.test) == {keys[i] for i in test}
-    assert manifest.train_rows == train.size and manifest.test_rows == test.size
+    assert manifest.train_rows == train.size
+    assert manifest.test_rows == test.size
 
 
 def test_random_rows_cross_keys_and_are_reported() -> None:
     keys = [j for j in range(10) for _ in range(20)]
     train, test, manifest = random_row_split(len(keys), 0.3, np.random.default_rng(0), keys=keys)
     assert check_grouped(keys, train, test)  # sessions on both sides: the point of reporting it
-    assert manifest.unit == "row" and manifest.test_rows == 60 and manifest.test_units == 10
+    assert manifest.unit == "row"
+    assert manifest.test_rows == 60
+    assert manifest.test_units == 10
 
 
 def test_manifest_hash_names_the_realized_split() -> None:

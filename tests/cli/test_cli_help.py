@@ -65,10 +65,12 @@ def test_init_starts_a_git_repository_unless_inside_one(tmp_path, cli) -> None:
     import subprocess
 
     out = cli("init", str(tmp_path / "study"))
-    assert out.exit_code == 0 and (tmp_path / "study" / ".git").is_dir()
+    assert out.exit_code == 0
+    assert (tmp_path / "study" / ".git").is_dir()
     assert "git: a new repository (commit each lock with its protocol" in out.output
     nested = cli("init", str(tmp_path / "study" / "inner"))  # already inside a work tree: no repository in it
-    assert nested.exit_code == 0 and not (tmp_path / "study" / "inner" / ".git").exists()
+    assert nested.exit_code == 0
+    assert not (tmp_path / "study" / "inner" / ".git").exists()
     assert "git: a new repository" not in nested.output
     top = subprocess.run(
         ["git", "rev-parse", "--show-toplevel"], cwd=tmp_path / "study", capture_output=True, text=True

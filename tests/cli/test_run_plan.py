@@ -30,9 +30,11 @@ def test_plan_and_estimate_printed_first(project, cli) -> None:
 def test_estimate_uses_nearest_measurement() -> None:
     protocols = REPO / "protocols"
     own = measured_times([], "store", "wmf-v2", protocols / "wmf-v2.json")
-    assert own is not None and own.source.startswith("wmf-v2's results block (45 measured runs on ")
+    assert own is not None
+    assert own.source.startswith("wmf-v2's results block (45 measured runs on ")
     sibling = measured_times([], "store", "wmf-v1", protocols / "wmf-v1.json")  # wmf-v1 was never reported
-    assert sibling is not None and "another version of this protocol" in sibling.source
+    assert sibling is not None
+    assert "another version of this protocol" in sibling.source
     assert measured_times([], "store", "mine-v1", Path("/nonexistent/mine-v1.json")) is None
 
 
@@ -40,6 +42,8 @@ def test_wall_time_is_longest_first_makespan() -> None:
     times = MeasuredTimes({("a", None): [300.0], ("b", None): [100.0]}, "test")
     points = [GridPoint("a", "a", 0), GridPoint("a", "a", 1), GridPoint("b", "b", 0), GridPoint("b", "b", 1)]
     two = estimate(points, times, workers=2, cpus_per_run=1.0)
-    assert two is not None and two.wall_s == 400.0 and two.cpu_hours == 800.0 / 3600
+    assert two is not None
+    assert two.wall_s == 400.0
+    assert two.cpu_hours == 800.0 / 3600
     assert estimate(points, times, workers=8, cpus_per_run=1.0).wall_s == 300.0  # type: ignore[union-attr]
     assert estimate(points, None, workers=2, cpus_per_run=1.0) is None

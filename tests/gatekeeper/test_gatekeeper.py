@@ -53,11 +53,14 @@ def test_end_to_end_and_idempotent(toy, cli) -> None:
     doc = read(toy.protocol_path("toy-v1"))
     assert protocol_hash(doc) == protocol_hash(before)
     res = doc["results"]
-    assert res["runs"]["completed"] == 10 and res["runs"]["planned"] == 10
+    assert res["runs"]["completed"] == 10
+    assert res["runs"]["planned"] == 10
     gates = {g["id"]: g for g in res["gates"]}
-    assert gates["each"]["decision"] == "pass" and len(gates["each"]["hypotheses"]) == 2
+    assert gates["each"]["decision"] == "pass"
+    assert len(gates["each"]["hypotheses"]) == 2
     assert gates["sup"]["decision"] == "pass"
-    assert gates["info"]["decision"] == "reported" and "above" in gates["info"]["wording"]
+    assert gates["info"]["decision"] == "reported"
+    assert "above" in gates["info"]["wording"]
     assert gates["sup"]["hypotheses"][0]["permutationP"] == 0.03125  # one-sided: 5 replicates, all above the margin
     assert [h["signTestP"] for h in gates["each"]["hypotheses"]] == [0.03125, 0.03125]  # 5 of 5 above 0.7
     html = (toy.reports_dir / "toy-v1" / "report.html").read_text()
@@ -87,9 +90,11 @@ def test_end_to_end_and_idempotent(toy, cli) -> None:
 def test_refuses_unfrozen(toy, cli) -> None:
     _setup(toy, frozen=False)
     result = cli("report", "-p", "toy-v1")
-    assert result.exit_code == 1 and "is not frozen" in result.output
+    assert result.exit_code == 1
+    assert "is not frozen" in result.output
     result = cli("run", "-p", "toy-v1")
-    assert result.exit_code == 1 and "--pilot" in result.output
+    assert result.exit_code == 1
+    assert "--pilot" in result.output
 
 
 def test_refuses_changed_protocol(toy, cli) -> None:
@@ -98,7 +103,8 @@ def test_refuses_changed_protocol(toy, cli) -> None:
     doc["gates"][0]["threshold"] = 0.5
     write(toy.protocol_path("toy-v1"), doc)
     result = cli("report", "-p", "toy-v1")
-    assert result.exit_code == 1 and "changed since it was frozen" in result.output
+    assert result.exit_code == 1
+    assert "changed since it was frozen" in result.output
 
 
 def test_refuses_foreign_hash_records(toy, cli) -> None:
@@ -106,9 +112,11 @@ def test_refuses_foreign_hash_records(toy, cli) -> None:
     run_protocol(toy, "toy-v1")
     _rewrite(toy, "cand-s0", **{"protocol.sha256": "sha256:" + "0" * 64})
     result = cli("report", "-p", "toy-v1")
-    assert result.exit_code == 1 and "another version of the protocol content" in result.output
+    assert result.exit_code == 1
+    assert "another version of the protocol content" in result.output
     result = cli("run", "-p", "toy-v1")
-    assert result.exit_code == 1 and "bump the protocol" in result.output
+    assert result.exit_code == 1
+    assert "bump the protocol" in result.output
 
 
 def test_refuses_pilot_records(toy, cli) -> None:
@@ -116,7 +124,8 @@ def test_refuses_pilot_records(toy, cli) -> None:
     run_protocol(toy, "toy-v1")
     _rewrite(toy, "base-s1", **{"protocol.pilot": True})
     result = cli("report", "-p", "toy-v1")
-    assert result.exit_code == 1 and "pilot record(s)" in result.output
+    assert result.exit_code == 1
+    assert "pilot record(s)" in result.output
 
 
 def test_pilot_runs_go_elsewhere_and_never_report(toy, cli) -> None:
@@ -133,7 +142,9 @@ def test_refuses_duplicate_run_ids(toy, cli) -> None:
     folder = toy.runs_dir / "toy-v1"
     shutil.copytree(folder / "cand-s0", folder / "cand-s0-copy")
     result = cli("report", "-p", "toy-v1")
-    assert result.exit_code == 1 and "cand-s0" in result.output and "more than one record" in result.output
+    assert result.exit_code == 1
+    assert "cand-s0" in result.output
+    assert "more than one record" in result.output
 
 
 def test_refuses_mixed_toolkit_versions(toy, cli) -> None:
@@ -141,7 +152,8 @@ def test_refuses_mixed_toolkit_versions(toy, cli) -> None:
     run_protocol(toy, "toy-v1")
     _rewrite(toy, "cand-s2", **{"provenance.toolkitVersion": "0.0.9"})
     result = cli("report", "-p", "toy-v1")
-    assert result.exit_code == 1 and "toolkit versions 0.0.9, 0.1.0" in result.output
+    assert result.exit_code == 1
+    assert "toolkit versions 0.0.9, 0.1.0" in result.output
 
 
 def test_incomplete_grid_is_not_evaluable(toy, cli) -> None:
@@ -161,7 +173,8 @@ def test_failed_run_counts_and_blocks(toy, cli) -> None:
     result = cli("run", "-p", "toy-v1")
     assert result.exit_code == 1
     recs = {r.runId: r for r in _records(toy)}
-    assert recs["base-s0"].status.state == "failed" and "toy failure requested" in recs["base-s0"].status.reason
+    assert recs["base-s0"].status.state == "failed"
+    assert "toy failure requested" in recs["base-s0"].status.reason
     assert recs["base-s0"].status.attempts == 1
     out = report_protocol(toy, "toy-v1", dry_run=True)
     assert out.results.runs.failed == 5
@@ -188,9 +201,11 @@ def test_budget_violation_not_evaluable(toy, cli) -> None:
     run_protocol(toy, "toy-v1")
     out = report_protocol(toy, "toy-v1", dry_run=True)
     check = out.results.budgetChecks[0]
-    assert not check.ok and "cand 150, base 100" in check.message
+    assert not check.ok
+    assert "cand 150, base 100" in check.message
     gates = {g.id: g for g in out.results.gates}
-    assert gates["sup"].decision == "not-evaluable" and "budget fairness violated" in gates["sup"].hypotheses[0].reason
+    assert gates["sup"].decision == "not-evaluable"
+    assert "budget fairness violated" in gates["sup"].hypotheses[0].reason
     assert gates["each"].decision == "pass"
 
 
@@ -201,7 +216,8 @@ def test_failing_gate_and_report_only_wording(toy, cli) -> None:
     run_protocol(toy, "toy-v1")
     out = report_protocol(toy, "toy-v1", dry_run=True)
     gates = {g.id: g for g in out.results.gates}
-    assert gates["each"].decision == "fail" and gates["sup"].decision == "fail"
+    assert gates["each"].decision == "fail"
+    assert gates["sup"].decision == "fail"
     assert gates["info"].wording.startswith("no evidence of a difference")
     assert not toy.reports_dir.exists()  # dry run wrote nothing
     assert read(toy.protocol_path("toy-v1"))["results"] is None
@@ -225,7 +241,8 @@ def test_record_versions(toy, tmp_path) -> None:
     rec_mod.MIGRATIONS[0] = lambda d: {k: v for k, v in d.items() if k != "legacyField"}
     try:
         migrated = rec_mod.read_record(path)
-        assert migrated.recordVersion == rec_mod.RECORD_VERSION and migrated.seal is None
+        assert migrated.recordVersion == rec_mod.RECORD_VERSION
+        assert migrated.seal is None
     finally:
         del rec_mod.MIGRATIONS[0]
 
@@ -237,7 +254,8 @@ def test_records_are_sorted_atomic_json(toy) -> None:
     text = path.read_text()
     data = json.loads(text)
     assert list(data) == sorted(data)
-    assert data["provenance"]["toolkitVersion"] == "0.1.0" and data["budget"]["gradientUpdates"] == 100
+    assert data["provenance"]["toolkitVersion"] == "0.1.0"
+    assert data["budget"]["gradientUpdates"] == 100
     assert datetime.datetime.fromisoformat(data["provenance"]["startedAt"].replace("Z", "+00:00"))
     assert not list(path.parent.glob(".*.tmp"))
 
@@ -247,10 +265,8 @@ def test_undeclared_aggregate_is_refused(toy, cli) -> None:
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
     refused = cli("report", "-p", "toy-v1", "--aggregate", "mean")
     assert refused.exit_code == 1
-    assert (
-        "aggregate 'mean' is not the declared one ('iqm')" in refused.output
-        and "clt protocol bump toy-v1" in refused.output
-    )
+    assert "aggregate 'mean' is not the declared one ('iqm')" in refused.output
+    assert "clt protocol bump toy-v1" in refused.output
     assert read(toy.protocol_path("toy-v1"))["results"] is None  # nothing written
     assert cli("report", "-p", "toy-v1", "--aggregate", "iqm").exit_code == 0
 
@@ -287,12 +303,16 @@ def test_lower_is_better_gate_and_replicates_in_results(toy, cli) -> None:
     res = json.loads(cli("report", "-p", "toy-v1", "--json", "--dry-run").output)
     gates = {g["id"]: g for g in res["gates"]}
     low, wrong = gates["low"], gates["wrong"]
-    assert low["decision"] == "pass" and wrong["decision"] == "fail"
+    assert low["decision"] == "pass"
+    assert wrong["decision"] == "fail"
     # an upper bound; with another gate of the family not rejected, Holm-compatible bounds of rejected ones sit at
     # the margin
-    assert low["estimate"] < -0.1 and low["interval"][0] is None and low["interval"][1] == pytest.approx(-0.1)
+    assert low["estimate"] < -0.1
+    assert low["interval"][0] is None
+    assert low["interval"][1] == pytest.approx(-0.1)
     reps = low["hypotheses"][0]["replicates"]
-    assert len(reps) == 5 and sum(reps.values()) / 5 == pytest.approx(low["estimate"])
+    assert len(reps) == 5
+    assert sum(reps.values()) / 5 == pytest.approx(low["estimate"])
 
 
 def test_pilot_stage_never_reports(toy, cli) -> None:
@@ -300,7 +320,8 @@ def test_pilot_stage_never_reports(toy, cli) -> None:
     doc["seeds"]["stages"].append({"id": "pilot", "seeds": [50, 51], "purpose": "pilot"})
     _setup(toy, doc)
     out = cli("report", "-p", "toy-v1", "--stage", "pilot")
-    assert out.exit_code == 1 and "pilot stage" in out.output
+    assert out.exit_code == 1
+    assert "pilot stage" in out.output
 
 
 def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -> None:
@@ -347,10 +368,10 @@ def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -
     _setup(toy, doc)
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
     gates = {g["id"]: g for g in json.loads(cli("report", "-p", "toy-v1", "--json", "--dry-run").output)["gates"]}
-    assert gates["explore-pass"]["decision"] == "pass" and gates["explore-fail"]["decision"] == "fail"
-    assert gates["explore-pass"]["pAdjusted"] is None and gates["explore-pass"]["wording"].startswith(
-        "exploratory, unadjusted"
-    )
+    assert gates["explore-pass"]["decision"] == "pass"
+    assert gates["explore-fail"]["decision"] == "fail"
+    assert gates["explore-pass"]["pAdjusted"] is None
+    assert gates["explore-pass"]["wording"].startswith("exploratory, unadjusted")
     assert gates["explore-pass"]["interval"][1] < 0  # marginal upper bound of a lower-is-better claim
     assert gates["conf"]["pAdjusted"] == pytest.approx(gates["conf"]["pValue"])  # a family of one
 
@@ -365,8 +386,10 @@ def test_reporting_a_later_stage_keeps_the_earlier_stage_report(toy, cli) -> Non
     folder = toy.reports_dir / "toy-v1"
     kept = read(folder / "preliminary" / "results.json")
     latest = read(folder / "validation" / "results.json")
-    assert kept["stage"] == "preliminary" and kept["runs"]["planned"] == 6
-    assert latest == read(toy.protocol_path("toy-v1"))["results"] and latest["runs"]["planned"] == 10
+    assert kept["stage"] == "preliminary"
+    assert kept["runs"]["planned"] == 6
+    assert latest == read(toy.protocol_path("toy-v1"))["results"]
+    assert latest["runs"]["planned"] == 10
     assert (folder / "preliminary" / "report.md").read_text() != (folder / "report.md").read_text()
     assert (folder / "validation" / "report.md").read_text() == (folder / "report.md").read_text()
     assert "reports/toy-v1/validation/report.html" in latest["reports"]

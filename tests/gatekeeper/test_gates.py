@@ -48,7 +48,8 @@ def test_the_permutation_p_tests_the_gates_own_hypothesis(
 ) -> None:
     result = _decide(gate, values)
     h = result.hypotheses[0]
-    assert h.permutationP == pytest.approx(expected) and h.permutationMethod == "exact"
+    assert h.permutationP == pytest.approx(expected)
+    assert h.permutationMethod == "exact"
 
 
 def test_a_failed_one_sided_gate_has_a_large_permutation_p() -> None:
@@ -56,7 +57,8 @@ def test_a_failed_one_sided_gate_has_a_large_permutation_p() -> None:
     result = _decide({"id": "sup", "reference": "base", "test": "superiority", "comparator": ">=", "margin": 0.3}, D)
     h = result.hypotheses[0]
     assert result.decision == "fail"
-    assert h.pValue is not None and h.pValue > 0.9
+    assert h.pValue is not None
+    assert h.pValue > 0.9
     assert h.permutationP == 1.0
 
 
@@ -64,21 +66,28 @@ def test_equivalence_takes_the_larger_one_sided_permutation_p() -> None:
     values = [0.01, -0.02, 0.015, -0.005, 0.02, 0.0]
     result = _decide(EQUIVALENCE, values)
     h = result.hypotheses[0]
-    assert h.permutationP == pytest.approx(1 / 64) and h.intervalKind == "marginal" and h.confidenceLevel == 0.9
+    assert h.permutationP == pytest.approx(1 / 64)
+    assert h.intervalKind == "marginal"
+    assert h.confidenceLevel == 0.9
 
 
 def test_zero_variance_is_decided_by_the_exact_test() -> None:
     result = _decide({"id": "lb", "test": "lower-bound", "comparator": ">=", "threshold": 0.7}, [1.0, 1.0, 1.0])
     h = result.hypotheses[0]
     assert result.decision == "fail"  # was a pass with p = 0 from an undefined t statistic
-    assert h.pValue == 0.125 and h.decidedBy == EXACT_BY and h.interval is None and EXACT_BY in h.reason
+    assert h.pValue == 0.125
+    assert h.decidedBy == EXACT_BY
+    assert h.interval is None
+    assert EXACT_BY in h.reason
     ok = _decide({"id": "lb", "test": "lower-bound", "comparator": ">=", "threshold": 0.7}, [1.0] * 6)
-    assert ok.decision == "pass" and ok.hypotheses[0].pValue == 1 / 64
+    assert ok.decision == "pass"
+    assert ok.hypotheses[0].pValue == 1 / 64
 
 
 def test_intervals_say_their_kind_and_level() -> None:
     one = _decide({"id": "sup", "reference": "base", "test": "superiority", "comparator": ">=", "margin": 0.05}, D)
-    assert one.hypotheses[0].intervalKind == "holm-simultaneous" and one.hypotheses[0].confidenceLevel == 0.95
+    assert one.hypotheses[0].intervalKind == "holm-simultaneous"
+    assert one.hypotheses[0].confidenceLevel == 0.95
     ro = _decide({**REPORT_ONLY, "confirmatory": False}, D)
     assert ro.hypotheses[0].intervalKind == "marginal" and ro.hypotheses[0].interval[1] is not None  # type: ignore[index]
 
@@ -103,11 +112,15 @@ def test_a_median_aggregate_is_estimated_and_decided_by_the_median() -> None:
     result = _decide_median(gate, SKEWED)
     h = result.hypotheses[0]
     assert h.estimate == pytest.approx(0.2)
-    assert h.decidedBy is not None and h.decidedBy.startswith("sign test")
+    assert h.decidedBy is not None
+    assert h.decidedBy.startswith("sign test")
     assert h.pValue == pytest.approx(46 / 512)
-    assert h.interval is not None and h.interval[0] in SKEWED and h.interval[1] is None
+    assert h.interval is not None
+    assert h.interval[0] in SKEWED
+    assert h.interval[1] is None
     mean_result = _decide(gate, SKEWED).hypotheses[0]
-    assert mean_result.estimate is not None and mean_result.estimate < 0
+    assert mean_result.estimate is not None
+    assert mean_result.estimate < 0
     assert mean_result.estimate == pytest.approx(float(np.mean(SKEWED)))
 
 

@@ -23,7 +23,8 @@ def test_a_partial_report_replaces_the_draft_note(toy: Project) -> None:
     report_protocol(toy, "toy-v1")
     note = read(toy.protocol_path("toy-v1"))["status"]["note"]
     assert "not frozen" not in note
-    assert note.startswith("Frozen; stage 'main' reported ") and "2 of 6 planned runs completed (PARTIAL" in note
+    assert note.startswith("Frozen; stage 'main' reported ")
+    assert "2 of 6 planned runs completed (PARTIAL" in note
 
 
 def test_a_persons_note_is_kept(toy: Project) -> None:

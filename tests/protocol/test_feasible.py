@@ -15,9 +15,12 @@ def test_a_negative_seed_is_refused_at_validation(toy, cli) -> None:
     doc["seeds"]["stages"][0]["seeds"] = [0, -1]
     write(toy.protocol_path("toy-v1"), doc)
     out = cli("protocol", "validate", "toy-v1")
-    assert out.exit_code == 2 and "/seeds/stages/0/seeds/1" in out.output and "Traceback" not in out.output
+    assert out.exit_code == 2
+    assert "/seeds/stages/0/seeds/1" in out.output
+    assert "Traceback" not in out.output
     out = cli("protocol", "freeze", "toy-v1")
-    assert out.exit_code != 0 and not toy.lock_path("toy-v1").exists()
+    assert out.exit_code != 0
+    assert not toy.lock_path("toy-v1").exists()
 
 
 def test_wmf_sizes_beyond_the_suite_bounds_are_refused_one_line_each(project, cli) -> None:
@@ -27,7 +30,8 @@ def test_wmf_sizes_beyond_the_suite_bounds_are_refused_one_line_each(project, cl
     doc["budget"]["interactionsPerTask"] = 10**12
     write(project.protocol_path("wmf-lite-v1"), doc)
     out = cli("protocol", "validate", "wmf-lite-v1")
-    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert out.exit_code == 2
+    assert "Traceback" not in out.output
     assert "/budget/interactionsPerTask" in out.output
     doc["budget"]["interactionsPerTask"] = 1000
     write(project.protocol_path("wmf-lite-v1"), doc)

@@ -23,11 +23,14 @@ def test_validate_fails_on_an_edited_frozen_protocol_and_restore_undoes_it(toy, 
     write(toy.protocol_path("toy-v1"), doc)
     out = cli("protocol", "validate", "toy-v1")
     assert out.exit_code == 1 and "is frozen" in out.output and "toy-v1.lock.json" in out.output, out.output
-    assert "clt protocol restore toy-v1" in out.output and "clt protocol bump toy-v1" in out.output
+    assert "clt protocol restore toy-v1" in out.output
+    assert "clt protocol bump toy-v1" in out.output
     status = cli("status", "-p", "toy-v1")
-    assert "changed since it was frozen" in status.output and "toy-v1.lock.json" in status.output
+    assert "changed since it was frozen" in status.output
+    assert "toy-v1.lock.json" in status.output
     out = cli("protocol", "restore", "toy-v1")
-    assert out.exit_code == 0 and "restored" in out.output
+    assert out.exit_code == 0
+    assert "restored" in out.output
     assert protocol_hash(read(toy.protocol_path("toy-v1"))) == frozen
     assert cli("protocol", "validate", "toy-v1").exit_code == 0
 
@@ -59,7 +62,8 @@ def test_power_warnings_come_from_validate_and_before_the_freeze(toy, cli) -> No
     out = cli("protocol", "validate", "toy-v1")
     assert out.exit_code == 0 and "power is unknown" in out.output, out.output
     out = cli("protocol", "freeze", "toy-v1")
-    assert out.exit_code == 0 and out.output.index("power is unknown") < out.output.index("froze toy-v1")
+    assert out.exit_code == 0
+    assert out.output.index("power is unknown") < out.output.index("froze toy-v1")
 
 
 def test_a_pilot_of_a_frozen_protocol_on_confirmatory_seeds_is_warned(toy, cli) -> None:

@@ -53,20 +53,23 @@ def test_nan_cli(cli, project) -> None:
     path = project.protocol_path("nav4-v1")
     path.write_text(path.read_text().replace('"threshold": 0.7', '"threshold": NaN', 1))
     result = cli("protocol", "validate", "nav4-v1")
-    assert result.exit_code == 2 and "NaN is not valid JSON" in result.output
+    assert result.exit_code == 2
+    assert "NaN is not valid JSON" in result.output
 
 
 def test_trailing_garbage_cli(cli, project) -> None:
     path = project.protocol_path("nav4-v1")
     path.write_text(path.read_text() + "}\n")
     result = cli("protocol", "validate", "nav4-v1")
-    assert result.exit_code == 2 and "Extra data" in result.output
+    assert result.exit_code == 2
+    assert "Extra data" in result.output
 
 
 def test_non_object_root_cli(cli, project) -> None:
     project.protocol_path("nav4-v1").write_text("[]\n")
     result = cli("protocol", "validate", "nav4-v1")
-    assert result.exit_code == 2 and "must be a JSON object" in result.output
+    assert result.exit_code == 2
+    assert "must be a JSON object" in result.output
 
 
 def test_unknown_field(cli, project) -> None:
@@ -132,7 +135,8 @@ def test_unknown_protocol_lists_versions(cli, project) -> None:
 
 def test_bad_id_form(cli, project) -> None:
     result = cli("protocol", "validate", "nav4")
-    assert result.exit_code == 2 and "not a versioned id" in result.output
+    assert result.exit_code == 2
+    assert "not a versioned id" in result.output
 
 
 def test_every_shipped_protocol_valid(cli, project) -> None:
@@ -143,7 +147,8 @@ def test_every_shipped_protocol_valid(cli, project) -> None:
 
 def test_loads_returns_plain_dicts() -> None:
     value = loads_strict('{"a": {"b": [1, {"c": 2}]}}')
-    assert type(value) is dict and type(value["a"]) is dict
+    assert type(value) is dict
+    assert type(value["a"]) is dict
     assert json.dumps(value) == '{"a": {"b": [1, {"c": 2}]}}'
     assert issubclass(ValidationFailed, CltError)
 
@@ -165,4 +170,6 @@ def test_every_problem_at_once(cli, project) -> None:
 def test_suggestions_come_from_the_protocols_suite(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["comparisons"][0].update(method="linear"))
     line = next(x for x in out.splitlines() if "/comparisons/0/method" in x)
-    assert "Available for suite 'nav4': nav4.joint, " in line and "ladder." not in line and "wmf." not in line
+    assert "Available for suite 'nav4': nav4.joint, " in line
+    assert "ladder." not in line
+    assert "wmf." not in line

@@ -37,7 +37,8 @@ def test_gate_wording_and_version_listing(project, cli) -> None:
     out = cli("protocol", "validate", "sessions-v1")
     assert "an equivalence-tost gate needs comparator within" in out.output
     out = cli("protocol", "validate", "sessions-v9")
-    assert "Versions of sessions that exist: sessions-v1." in out.output and "Available" not in out.output
+    assert "Versions of sessions that exist: sessions-v1." in out.output
+    assert "Available" not in out.output
 
 
 def test_a_lone_surrogate_is_located(project, cli) -> None:

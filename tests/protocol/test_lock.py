@@ -37,7 +37,9 @@ def test_freeze_writes_lock(cli, project) -> None:
 def test_freeze_refuses_twice(cli, project) -> None:
     _freeze_ladder(cli, project)
     result = cli("protocol", "freeze", "ladder-v1")
-    assert result.exit_code == 1 and "already frozen" in result.output and "clt protocol bump" in result.output
+    assert result.exit_code == 1
+    assert "already frozen" in result.output
+    assert "clt protocol bump" in result.output
 
 
 def test_freeze_refuses_invalid(cli, project) -> None:
@@ -46,7 +48,8 @@ def test_freeze_refuses_invalid(cli, project) -> None:
     doc["rungs"]["control"]["gridPoints"] = 1
     write(path, doc)
     result = cli("protocol", "freeze", "ladder-v1")
-    assert result.exit_code == 2 and "/rungs/control/gridPoints" in result.output
+    assert result.exit_code == 2
+    assert "/rungs/control/gridPoints" in result.output
     assert not project.lock_path("ladder-v1").exists()
 
 
@@ -58,14 +61,16 @@ def test_freeze_refuses_failing_safeguards(cli, project) -> None:
     doc["seeds"]["splits"]["test"] = {"start": 2_000_000, "stop": 2_000_003}  # too few layouts to hold out 100
     write(path, doc)
     result = cli("protocol", "freeze", "nav4-v1")
-    assert result.exit_code == 1 and "safeguard checks fail" in result.output
+    assert result.exit_code == 1
+    assert "safeguard checks fail" in result.output
     assert "/seeds/splits: the test seed range holds fewer than 100 distinct" in result.output
     path = project.protocol_path("wmf-v1")
     doc = read(path)
     doc["comparisons"], doc["gates"], doc["methodPairs"], doc["budget"]["match"] = [], [], [], []
     write(path, doc)
     result = cli("protocol", "freeze", "wmf-v1")
-    assert result.exit_code == 1 and "/comparisons: nothing to run" in result.output
+    assert result.exit_code == 1
+    assert "/comparisons: nothing to run" in result.output
 
 
 def test_verify_fails_on_value_change_naming_pointer(cli, project) -> None:
@@ -94,7 +99,9 @@ def test_verify_fails_without_protocol_file(cli, project) -> None:
     path = _freeze_ladder(cli, project)
     path.unlink()
     result = cli("protocol", "verify")
-    assert result.exit_code == 1 and "protocol file" in result.output and "missing" in result.output
+    assert result.exit_code == 1
+    assert "protocol file" in result.output
+    assert "missing" in result.output
 
 
 def test_verify_detects_added_and_removed_fields(cli, project) -> None:
@@ -104,7 +111,8 @@ def test_verify_detects_added_and_removed_fields(cli, project) -> None:
     doc["extra"] = 1
     write(path, doc)
     out = cli("protocol", "verify").output
-    assert "/outsideScope: removed" in out and "/extra: added 1" in out
+    assert "/outsideScope: removed" in out
+    assert "/extra: added 1" in out
 
 
 def test_diff(cli, project) -> None:
@@ -116,19 +124,23 @@ def test_diff(cli, project) -> None:
     write(other, doc)
     result = cli("protocol", "diff", "ladder-v1", "ladder-v2")
     assert result.exit_code == 0
-    assert "/id: changed" in result.output and "1 in hashed content; hashes differ" in result.output
+    assert "/id: changed" in result.output
+    assert "1 in hashed content; hashes differ" in result.output
 
 
 def test_bump(cli, project) -> None:
     result = cli("protocol", "bump", "ladder-v1")
-    assert result.exit_code == 1 and "not frozen" in result.output
+    assert result.exit_code == 1
+    assert "not frozen" in result.output
     _freeze_ladder(cli, project)
     assert cli("protocol", "bump", "ladder-v1").exit_code == 0
     new = read(project.protocol_path("ladder-v2"))
     lock = read_lock(project, "ladder-v1")
     assert lock is not None
-    assert new["id"] == "ladder-v2" and new["supersedes"] == f"ladder-v1@{lock.sha256}"
-    assert new["results"] is None and new["status"]["stage"] == "draft"
+    assert new["id"] == "ladder-v2"
+    assert new["supersedes"] == f"ladder-v1@{lock.sha256}"
+    assert new["results"] is None
+    assert new["status"]["stage"] == "draft"
     assert not project.lock_path("ladder-v2").exists()
     assert cli("protocol", "validate", "ladder-v2").exit_code == 0
     assert cli("protocol", "bump", "ladder-v1").exit_code == 1
@@ -160,21 +172,29 @@ def test_a_new_version_declares_every_change_or_does_not_freeze(cli, project) ->
     doc["goal"] = doc["goal"] + " Second version."
     write(path, doc)
     out = cli("protocol", "freeze", "ladder-v2")
-    assert out.exit_code == 1 and "/title" in out.output and "undeclared change from ladder-v1" in out.output
+    assert out.exit_code == 1
+    assert "/title" in out.output
+    assert "undeclared change from ladder-v1" in out.output
     before = cli("protocol", "diff", "ladder-v1", "ladder-v2").output  # no `changes` yet: every change is marked
     marked = [line for line in before.splitlines() if line.endswith("  [UNDECLARED]")]
     assert {line.split(":")[0] for line in marked} == {"/title", "/goal"}, before
-    assert "2 undeclared change(s)" in before and "ladder-v2 declares no `changes` yet" in before
+    assert "2 undeclared change(s)" in before
+    assert "ladder-v2 declares no `changes` yet" in before
     doc["changes"] = [{"pointers": ["/title"], "reason": "a clearer title"}]
     write(path, doc)
     diff = cli("protocol", "diff", "ladder-v1", "ladder-v2")
-    assert "/title: changed" in diff.output and "[declared: change 1]" in diff.output
-    assert "/goal: changed" in diff.output and "[UNDECLARED]" in diff.output and "1 undeclared change(s)" in diff.output
+    assert "/title: changed" in diff.output
+    assert "[declared: change 1]" in diff.output
+    assert "/goal: changed" in diff.output
+    assert "[UNDECLARED]" in diff.output
+    assert "1 undeclared change(s)" in diff.output
     doc["changes"].append({"pointers": ["/goal", "/claims"], "reason": "the goal says what changed"})
     doc["changes"].append({"pointers": ["/seeds"], "reason": "nothing changed there"})
     write(path, doc)
     out = cli("protocol", "freeze", "ladder-v2")
-    assert out.exit_code == 1 and "/changes/2" in out.output and "not there" in out.output
+    assert out.exit_code == 1
+    assert "/changes/2" in out.output
+    assert "not there" in out.output
     doc["changes"].pop()
     write(path, doc)
     assert "0 undeclared change(s)" in cli("protocol", "diff", "ladder-v1", "ladder-v2").output
@@ -185,7 +205,9 @@ def test_a_new_version_declares_every_change_or_does_not_freeze(cli, project) ->
 def test_an_erratum_is_recorded_outside_the_hash_and_carried_to_the_next_version(cli, project) -> None:
     text = "The reference divides by variance + 1e-8; this protocol divides exactly. Expected effect: none."
     refused = cli("protocol", "erratum", "ladder-v1", "--text", text)
-    assert refused.exit_code == 1 and "not frozen" in refused.output and "disclosures" in refused.output
+    assert refused.exit_code == 1
+    assert "not frozen" in refused.output
+    assert "disclosures" in refused.output
     path = _freeze_ladder(cli, project)
     before = protocol_hash(read(path))
     out = cli("protocol", "erratum", "ladder-v1", "--text", f"  {text}\n", "--where", "src/metrics.py")
@@ -194,12 +216,16 @@ def test_an_erratum_is_recorded_outside_the_hash_and_carried_to_the_next_version
     assert doc["status"]["errata"] == [
         {"found": doc["status"]["errata"][0]["found"], "text": text, "where": "src/metrics.py"}
     ]
-    assert protocol_hash(doc) == before and cli("protocol", "verify").exit_code == 0
+    assert protocol_hash(doc) == before
+    assert cli("protocol", "verify").exit_code == 0
     again = cli("protocol", "erratum", "ladder-v1", "--text", text)
-    assert again.exit_code == 1 and "already records" in again.output
+    assert again.exit_code == 1
+    assert "already records" in again.output
     empty = cli("protocol", "erratum", "ladder-v1", "--text", "   ")
-    assert empty.exit_code == 2 and "empty" in empty.output
+    assert empty.exit_code == 2
+    assert "empty" in empty.output
     assert len(read(path)["status"]["errata"]) == 1  # refusals wrote nothing
     assert cli("protocol", "bump", "ladder-v1").exit_code == 0
     note = read(project.protocol_path("ladder-v2"))["status"]["note"]
-    assert "1 erratum(s)" in note and "disclosures" in note
+    assert "1 erratum(s)" in note
+    assert "disclosures" in note

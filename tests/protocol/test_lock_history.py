@@ -85,7 +85,9 @@ def test_an_erratum_once_committed_cannot_be_withdrawn(toy, cli) -> None:
     doc["status"]["errata"] = doc["status"]["errata"][1:]  # outside the hash: the lock alone would not notice
     write(path, doc)
     out = cli("protocol", "verify")
-    assert out.exit_code == 1 and "The reference adds 1e-8" in out.output and "never withdrawn" in out.output
+    assert out.exit_code == 1
+    assert "The reference adds 1e-8" in out.output
+    assert "never withdrawn" in out.output
     _git(toy.root, "commit", "-q", "-am", "quietly drop the first erratum")
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "never withdrawn" in out.output and "A second" not in out.output, out.output
@@ -163,9 +165,12 @@ def test_a_git_removed_lock_fails_and_a_shallow_clone_fails_unless_accepted(toy,
     os.environ["CLT_ROOT"] = str(clone)
     try:
         out = cli("protocol", "verify")
-        assert out.exit_code == 1 and "shallow clone" in out.output and "--accept-shallow" in out.output
+        assert out.exit_code == 1
+        assert "shallow clone" in out.output
+        assert "--accept-shallow" in out.output
         out = cli("protocol", "verify", "--accept-shallow")
-        assert out.exit_code == 0 and "history NOT checked" in out.output
+        assert out.exit_code == 0
+        assert "history NOT checked" in out.output
     finally:
         os.chdir(here)
         os.environ["CLT_ROOT"] = str(toy.root)
@@ -198,7 +203,9 @@ def test_refrozen_entries_are_checked(toy, cli) -> None:
     assert "must be {commit, sha256, reason}" in declare({"commit": commit})
     ledger.write_text("{not json")
     out = cli("protocol", "verify")
-    assert out.exit_code == 1 and "not readable JSON" in out.output and "Traceback" not in out.output
+    assert out.exit_code == 1
+    assert "not readable JSON" in out.output
+    assert "Traceback" not in out.output
     declare(entry)
     _git(toy.root, "add", str(ledger))
     _git(toy.root, "commit", "-q", "-m", "declare")
@@ -238,7 +245,8 @@ def test_a_new_lock_not_yet_committed_says_commit_it(toy, cli) -> None:
     _git(toy.root, "init", "-q")
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
     out = cli("protocol", "freeze", "toy-v1")
-    assert out.exit_code == 0 and "next: commit the lock with its protocol: git add registry/locks/" in out.output
+    assert out.exit_code == 0
+    assert "next: commit the lock with its protocol: git add registry/locks/" in out.output
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "is not committed yet: commit it with its protocol" in out.output, out.output
     _git(toy.root, "add", "-A")

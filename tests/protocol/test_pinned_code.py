@@ -56,7 +56,8 @@ def _edit_method(project: Project) -> None:
 
 def test_the_lock_pins_every_component_the_protocol_uses(mine: Project) -> None:
     lock = read_lock(mine, "toy-v1")
-    assert lock is not None and lock.components is not None
+    assert lock is not None
+    assert lock.components is not None
     assert set(lock.components) == {
         "suite:toy",
         "method:me.mine",
@@ -74,18 +75,22 @@ def test_an_edited_method_is_refused_then_runs_under_a_code_amendment_printed_fi
     assert out.exit_code == 1 and "Traceback" not in out.output, out.output
     assert "method:me.mine (mymethods:Mine): its code is sha256:" in out.output
     assert "the lock pinned sha256:" in out.output
-    assert "clt protocol amend-code toy-v1" in out.output and "bump" in out.output
+    assert "clt protocol amend-code toy-v1" in out.output
+    assert "bump" in out.output
     assert not (mine.runs_dir / "toy-v1").exists() or not list((mine.runs_dir / "toy-v1").glob("*/record.json"))
 
     out = cli("protocol", "amend-code", "toy-v1", "--component", "method:me.mine", "--reason", "")
-    assert out.exit_code != 0 and "--reason is empty" in out.output
+    assert out.exit_code != 0
+    assert "--reason is empty" in out.output
     out = cli("protocol", "amend-code", "toy-v1", "--component", "method:nope", "--reason", "x")
-    assert out.exit_code != 0 and "the lock pins" in out.output
+    assert out.exit_code != 0
+    assert "the lock pins" in out.output
     out = cli("protocol", "amend-code", "toy-v1", "--component", "method:me.mine", "--reason", "shift tuned: +0.05")
     assert out.exit_code == 0, out.output
     assert cli("protocol", "verify").exit_code == 0  # the amendment is outside the hash
     out = cli("protocol", "amend-code", "toy-v1", "--component", "method:me.mine", "--reason", "again")
-    assert out.exit_code != 0 and "already accepted" in out.output
+    assert out.exit_code != 0
+    assert "already accepted" in out.output
 
     assert cli("run", "-p", "toy-v1").exit_code == 0
     assert cli("report", "-p", "toy-v1").exit_code == 0
@@ -94,7 +99,8 @@ def test_an_edited_method_is_refused_then_runs_under_a_code_amendment_printed_fi
     assert results["componentCode"]["suite:toy"] == "as frozen"
     md = (mine.reports_dir / "toy-v1" / "report.md").read_text()
     top = md.split("## ", 1)[0]
-    assert "Code amendments: 1 change(s) of the pinned evaluator" in top and "shift tuned: +0.05" in top
+    assert "Code amendments: 1 change(s) of the pinned evaluator" in top
+    assert "shift tuned: +0.05" in top
     assert "`method:me.mine` amended" in md
 
 

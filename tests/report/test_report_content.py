@@ -77,9 +77,13 @@ def test_the_nav4_report_explains_the_new_task_failure_and_names_reused_records(
     text = (REPO / "reports" / "nav4-v1" / "report.md").read_text()
     assert "## Immediate success by task position" in text
     reading = next(line for line in text.splitlines() if line.startswith("- Gate `new-task` on key"))
-    assert "(its first task)" in reading and "sequential" in reading and "replay" in reading
-    assert "**Reused records:** 15 of the 150 records" in text and "stage `preliminary`" in text
-    assert "Split manifests: none recorded by the runs" not in text and "nav4-v1.splits.json" in text
+    assert "(its first task)" in reading
+    assert "sequential" in reading
+    assert "replay" in reading
+    assert "**Reused records:** 15 of the 150 records" in text
+    assert "stage `preliminary`" in text
+    assert "Split manifests: none recorded by the runs" not in text
+    assert "nav4-v1.splits.json" in text
 
 
 @pytest.mark.parametrize("report", sorted(REPO.glob("reports/*/report.md")), ids=lambda p: p.parent.name)
@@ -100,7 +104,9 @@ def test_the_readme_and_status_note_state_the_committed_reproduction_numbers() -
     runs = sum(1 for r in protocol["results"]["perRun"] if r["status"] == "completed")
     readme = (REPO / "README.md").read_text()
     note = protocol["status"]["note"]
-    assert runs == 45 and "COMPLETE, reported" in note and "with 45 of 45 records" in note
+    assert runs == 45
+    assert "COMPLETE, reported" in note
+    assert "with 45 of 45 records" in note
     assert f"{inside['count']} of {inside['of']} quantity-cells have clt's mean inside" in note
     assert f"{inside['count']} of {inside['of']} quantity-cells inside the seed's stored range" in readme
     assert f"in {inside['count']} of the {inside['of']} (cell, method, quantity) comparisons" in readme
@@ -118,16 +124,16 @@ def test_design_warnings_floor_and_declared_unit_reach_the_report(project, cli) 
     doc["gates"][0]["unit"] = "state units"
     write(path, doc)
     validated = cli("protocol", "validate", "sessions-v1")
-    assert validated.exit_code == 0 and "/gates/0/unit: gate 'affine-below-knn-new-sessions' declares unit" in (
-        validated.output
-    )
+    assert validated.exit_code == 0
+    assert "/gates/0/unit: gate 'affine-below-knn-new-sessions' declares unit" in validated.output
     assert cli("protocol", "freeze", "sessions-v1").exit_code == 0
     assert cli("run", "--protocol", "sessions-v1", "--workers", "2").exit_code == 0
     assert cli("report", "--protocol", "sessions-v1").exit_code == 0, "report"
     text = (project.root / "reports" / "sessions-v1" / "report.md").read_text()
     assert "**WARNING: the protocol's design warnings (from validation; they did not block it):**" in text
     warned = [line for line in text.splitlines() if line.startswith("- **WARNING: /claims/")]
-    assert len(warned) == 1 and "'robot', which no evaluation set holds out" in warned[0]
+    assert len(warned) == 1
+    assert "'robot', which no evaluation set holds out" in warned[0]
     claim = next(line for line in text.splitlines() if line.startswith("| affine-below-knn-new-sessions"))
     assert "| state units |" in claim, claim
 

@@ -122,7 +122,8 @@ def test_success_and_resume(toy, cli, executor) -> None:
     assert "6 already completed, ran 0" in _run(cli, executor).output
     (toy.runs_dir / "toy-v1" / "b-s1" / "record.json").unlink()
     out = _run(cli, executor)
-    assert "5 already completed, ran 1" in out.output and "redoing b-s1" in out.output
+    assert "5 already completed, ran 1" in out.output
+    assert "redoing b-s1" in out.output
     for path, data in before.items():
         if path.parent.name != "b-s1":
             assert path.read_bytes() == data  # finished runs are never recomputed
@@ -151,7 +152,8 @@ def test_exception_is_recorded_not_retried(toy, cli, executor) -> None:
     assert _run(cli, executor, "--max-attempts", "3").exit_code == 1
     assert _states(toy)["bad-s0"] == ("failed", 1, "RuntimeError: toy failure requested")
     log = (toy.runs_dir / "toy-v1" / "bad-s0" / "log.txt").read_text()
-    assert "Traceback" in log and "toy failure requested" in log
+    assert "Traceback" in log
+    assert "toy failure requested" in log
 
 
 def test_timeout_is_recorded(toy, cli, executor) -> None:
@@ -160,7 +162,9 @@ def test_timeout_is_recorded(toy, cli, executor) -> None:
     assert _run(cli, executor, "--timeout", "2").exit_code == 1
     assert time.monotonic() - start < 40
     state, attempts, reason = _states(toy)["slow-s0"]
-    assert state == "timeout" and attempts == 1 and "2 s" in reason
+    assert state == "timeout"
+    assert attempts == 1
+    assert "2 s" in reason
 
 
 def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:
@@ -179,7 +183,8 @@ def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:
     assert out.exit_code == 0, out.output
     assert f"{len(finished)} already completed" in out.output
     states = _states(toy)
-    assert len(states) == 8 and all(s[0] == "completed" for s in states.values())
+    assert len(states) == 8
+    assert all(s[0] == "completed" for s in states.values())
     for rid, data in finished.items():
         assert (folder / rid / "record.json").read_bytes() == data  # not recomputed
     status = json.loads(cli("status", "-p", "toy-v1", "--json").output)
@@ -199,11 +204,14 @@ def test_status_shows_partial_refused_and_missing(toy, cli) -> None:
     rows = cli("status", "-p", "toy-v1").output.splitlines()
     assert rows[2].split() == ["a", "ok", "R", "P", "."]
     refused = cli("run", "-p", "toy-v1")  # a record that cannot be trusted is named, never silently redone
-    assert refused.exit_code == 1 and "a-s1: unreadable record" in refused.output
+    assert refused.exit_code == 1
+    assert "a-s1: unreadable record" in refused.output
     assert (toy.runs_dir / "toy-v1" / "a-s1" / "record.json").exists()
     (toy.runs_dir / "toy-v1" / "a-s1" / "record.json").unlink()
     out = cli("run", "-p", "toy-v1")
-    assert out.exit_code == 0 and "redoing a-s2: no record" in out.output and "ran 3" in out.output
+    assert out.exit_code == 0
+    assert "redoing a-s2: no record" in out.output
+    assert "ran 3" in out.output
 
 
 @pytest.mark.dist
@@ -211,7 +219,8 @@ def test_ray_gpu_request_without_gpus_fails_fast(toy, cli, ray_cluster) -> None:
     _protocol(toy, {"a": {}}, seeds=1)
     start = time.monotonic()
     out = cli("run", "-p", "toy-v1", "--executor", "ray", "--gpus-per-run", "1")
-    assert out.exit_code == 1 and time.monotonic() - start < 30
+    assert out.exit_code == 1
+    assert time.monotonic() - start < 30
     assert "request 1 GPU(s) each but the Ray cluster has 0; nothing was started" in out.output
     assert not list(toy.runs_dir.glob("toy-v1/*/record.json"))
 
@@ -229,7 +238,8 @@ def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(builtins, "__import__", no_ray)
     _protocol(toy, {"a": {}}, seeds=1)
     out = cli("run", "-p", "toy-v1", "--executor", "ray")
-    assert out.exit_code == 2 and "the ray executor needs Ray: pip install 'clt-prereg[ray]'" in out.output
+    assert out.exit_code == 2
+    assert "the ray executor needs Ray: pip install 'clt-prereg[ray]'" in out.output
     assert not list(toy.runs_dir.glob("toy-v1/*"))  # nothing half made
 
 
@@ -245,10 +255,12 @@ def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> N
     assert "interrupted: clt run --protocol toy-v1 stopped by the user" in output and "to resume" in output, output
     states = _states(toy)
     assert {s[0] for s in states.values()} <= {"completed", "interrupted"}
-    assert any(s[0] == "interrupted" for s in states.values()) and any(s[0] == "completed" for s in states.values())
+    assert any(s[0] == "interrupted" for s in states.values())
+    assert any(s[0] == "completed" for s in states.values())
     done = sum(1 for s in states.values() if s[0] == "completed")
     out = cli("run", "-p", "toy-v1", "--workers", "2")
-    assert out.exit_code == 0 and f"{done} already completed" in out.output
+    assert out.exit_code == 0
+    assert f"{done} already completed" in out.output
     assert all(s[0] == "completed" for s in _states(toy).values())
 
 
@@ -259,9 +271,11 @@ def test_sigterm_stops_the_grid_like_ctrl_c(toy, cli) -> None:
     time.sleep(0.3)
     driver.terminate()
     output = _finish(driver)
-    assert driver.returncode != 0 and "Traceback" not in output
+    assert driver.returncode != 0
+    assert "Traceback" not in output
     states = _states(toy)
-    assert "interrupted" in {s[0] for s in states.values()} and "completed" in {s[0] for s in states.values()}
+    assert "interrupted" in {s[0] for s in states.values()}
+    assert "completed" in {s[0] for s in states.values()}
 
 
 def _workers_alive(project: Project, parent: int | None = None) -> list[int]:
@@ -296,10 +310,12 @@ def test_a_signal_to_the_driver_alone_stops_running_workers_at_once(toy, sig) ->
     driver.send_signal(sig)
     output = _finish(driver)
     assert time.monotonic() - start < 20, "the driver waited for its running workers"
-    assert driver.returncode != 0 and "Traceback" not in output
+    assert driver.returncode != 0
+    assert "Traceback" not in output
     assert _workers_alive(toy) == []
     states = _states(toy)  # the two running runs are interrupted; the third never started and has no record
-    assert len(states) == 2 and {s[0] for s in states.values()} == {"interrupted"}
+    assert len(states) == 2
+    assert {s[0] for s in states.values()} == {"interrupted"}
 
 
 def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None:
@@ -322,4 +338,5 @@ def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None
     with pytest.raises(RuntimeError, match="set-up failed"):
         run_protocol(toy, "toy-v1", RunOptions(workers=2), Callbacks(on_start=on_start))
     assert time.monotonic() - start < 30, "the grid waited for its running worker"
-    assert len(begun) == 2 and _workers_alive(toy) == []
+    assert len(begun) == 2
+    assert _workers_alive(toy) == []

@@ -24,7 +24,8 @@ def test_a_run_folder_linked_outside_is_refused(toy, cli, tmp_path: Path, linked
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(elsewhere, target_is_directory=True)
     out = cli("run", "-p", "toy-v1", *(["--pilot"] if linked == "pilot-runs" else []))
-    assert out.exit_code == 1 and "Traceback" not in out.output
+    assert out.exit_code == 1
+    assert "Traceback" not in out.output
     said = "inside the store" if linked.endswith("cand-s0") else "leads outside the project folder"
     assert said in out.output, out.output  # a linked run folder: the store refuses it, as it refuses planted records
     assert list(elsewhere.iterdir()) == []

@@ -31,8 +31,10 @@ def test_redo_keeps_the_replaced_seal_and_the_report_counts_it(toy: Project, cli
     assert plan[0].endswith(": 1 planned, 0 already completed, 1 to run on 1 worker(s)"), plan
     assert "redoing cand-s0: --redo: the node's clock was wrong" in out.stderr
     after = read_record(path)
-    assert after.seal != before.seal and after.redone
-    assert after.replaces is not None and len(after.replaces) == 1
+    assert after.seal != before.seal
+    assert after.redone
+    assert after.replaces is not None
+    assert len(after.replaces) == 1
     old = after.replaces[0]
     assert (old.seal, old.state, old.reason) == (before.seal, "completed", "the node's clock was wrong")
     assert old.finishedAt == before.provenance.finishedAt
@@ -73,9 +75,11 @@ def test_a_run_that_had_not_completed_keeps_the_seal_of_its_earlier_record(toy: 
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 1  # the candidate's runs fail
     path = toy.runs_dir / "toy-v1" / "cand-s0" / "record.json"
     first = read_record(path)
-    assert first.status.state == "failed" and first.replaces is None
+    assert first.status.state == "failed"
+    assert first.replaces is None
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 1  # run again, and fail again
     second = read_record(path)
-    assert second.replaces is not None and [(r.seal, r.state) for r in second.replaces] == [(first.seal, "failed")]
+    assert second.replaces is not None
+    assert [(r.seal, r.state) for r in second.replaces] == [(first.seal, "failed")]
     assert second.replaces[0].reason == "the record was 'failed': the next clt run ran it again"
     assert not second.redone  # a retried failure is not a redone completed run

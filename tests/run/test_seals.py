@@ -32,7 +32,8 @@ def test_the_driver_remembers_the_seals_it_wrote_and_a_changed_record_is_still_r
     data["metrics"]["toy.score-v1"] = 0.999  # an edit that leaves the seal as it was
     path.write_text(json.dumps(data, sort_keys=True, indent=1))
     scan = store.scan()
-    assert path.parent.name in scan.corrupt and "/seal" in scan.corrupt[path.parent.name]
+    assert path.parent.name in scan.corrupt
+    assert "/seal" in scan.corrupt[path.parent.name]
 
 
 def test_a_damaged_memory_is_ignored_and_only_a_full_report_writes_it(toy: Project, cli) -> None:

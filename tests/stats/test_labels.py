@@ -51,15 +51,18 @@ def _brute_signed_rank_p(d: np.ndarray, alternative: str) -> float:
 def test_wilcoxon_says_how_it_was_computed() -> None:
     plain = np.array([0.3, -0.1, 0.7, 1.1, 0.45, 0.9, -0.25, 0.6])
     res = stats.wilcoxon_test(plain, 0.0, "greater")
-    assert res is not None and res.method == "exact"
+    assert res is not None
+    assert res.method == "exact"
     assert res.p == pytest.approx(float(sps.wilcoxon(plain, alternative="greater", method="exact").pvalue))
     tied = np.array([0.5, 0.5, 0.5, -0.5, 1.0, 1.0, 2.0, 0.0, 2.0, 3.0])  # ties and a zero
     res = stats.wilcoxon_test(tied, 0.0, "greater")
-    assert res is not None and res.method == "exact conditional (ties or zeros)"
+    assert res is not None
+    assert res.method == "exact conditional (ties or zeros)"
     assert res.p == pytest.approx(_brute_signed_rank_p(tied[tied != 0], "greater"), abs=1e-12)
     big = np.random.default_rng(0).normal(0.2, 1.0, 60)
     res = stats.wilcoxon_test(big, 0.0)
-    assert res is not None and res.method == "normal approximation"
+    assert res is not None
+    assert res.method == "normal approximation"
     assert stats.wilcoxon_test(np.zeros(5)) is None
 
 
@@ -96,7 +99,8 @@ def test_zero_spread_means_equal_up_to_rounding_not_small_beside_the_values() ->
 def test_order_statistic_bounds_state_their_exact_coverage() -> None:
     assert stats.median_bound_level(9, 0.05) == pytest.approx(1 - 10 / 512)  # the 2nd smallest of 9
     assert stats.median_bound_level(3, 0.05) is None
-    assert percent(0.99286) == "99.29%" and percent(0.95) == "95%"
+    assert percent(0.99286) == "99.29%"
+    assert percent(0.95) == "95%"
 
     doc = toy_protocol()
     doc["analysis"]["aggregate"] = "median"
@@ -108,7 +112,8 @@ def test_order_statistic_bounds_state_their_exact_coverage() -> None:
     x = np.array([0.3, 0.1, 0.5, 0.2, 0.4, 0.6, 0.25, 0.35, 0.45])
     h = decide_gates([protocol.gates[0]], [Hypothesis(protocol.gates[0], "aggregate", x)], protocol.analysis)[0]
     hyp = h.hypotheses[0]
-    assert hyp.confidenceLevel == pytest.approx(0.95) and hyp.confidenceLevelExact == pytest.approx(1 - 10 / 512)
+    assert hyp.confidenceLevel == pytest.approx(0.95)
+    assert hyp.confidenceLevelExact == pytest.approx(1 - 10 / 512)
     assert hyp.signTestP == hyp.pValue == pytest.approx(1 / 512)
     assert "95% nominal, 98.047% exact" in interval_text(hyp)
 
@@ -134,6 +139,9 @@ def test_a_bonferroni_bound_that_disagrees_with_holm_is_said() -> None:
         protocol.analysis,
     )
     hyp = gates[1].hypotheses[0]
-    assert hyp.decision == "pass" and hyp.intervalKind == "bonferroni"
-    assert hyp.interval is not None and hyp.interval[0] is not None and hyp.interval[0] < 0.0
+    assert hyp.decision == "pass"
+    assert hyp.intervalKind == "bonferroni"
+    assert hyp.interval is not None
+    assert hyp.interval[0] is not None
+    assert hyp.interval[0] < 0.0
     assert "the Bonferroni bound stays below the threshold although Holm's step-down decides pass" in hyp.reason

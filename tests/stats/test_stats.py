@@ -58,8 +58,11 @@ def test_permutation_hand_case_and_monte_carlo() -> None:
         stats.sign_flip_p(x)
     r1 = stats.sign_flip_p(x, draws=20_000, rng=np.random.default_rng(5))
     r2 = stats.sign_flip_p(x, draws=20_000, rng=np.random.default_rng(5))
-    assert not r1.exact and r1 == r2 and 0 < r1.p < 1
-    assert r1.draws == 20_000 and r1.se == pytest.approx(math.sqrt(r1.p * (1 - r1.p) / 20_000))
+    assert not r1.exact
+    assert r1 == r2
+    assert 0 < r1.p < 1
+    assert r1.draws == 20000
+    assert r1.se == pytest.approx(math.sqrt(r1.p * (1 - r1.p) / 20000))
 
 
 def _enumerated(d: np.ndarray, alternative: str) -> float:
@@ -86,7 +89,8 @@ def test_exact_permutation_by_meet_in_the_middle_equals_full_enumeration(alterna
 def test_exact_permutation_at_n_30_and_40() -> None:
     d = np.random.default_rng(3).normal(0.35, 1, 30)
     r = stats.sign_flip_p(d, alternative="greater")
-    assert r.exact and r.draws is None
+    assert r.exact
+    assert r.draws is None
     # full enumeration, no sorting or search: every one of the 2^30 signed sums, in 1024 blocks of 2^20
     tail_sums = (1 - 2 * ((np.arange(2**20)[:, None] >> np.arange(20)) & 1)) @ d[10:]
     head_sums = (1 - 2 * ((np.arange(2**10)[:, None] >> np.arange(10)) & 1)) @ d[:10]
@@ -127,7 +131,8 @@ def test_tost_matches_statsmodels() -> None:
     p, lower, upper = ttost_paired(x, y, -1, 1)
     ours = stats.tost(x - y, -1, 1)
     assert ours.p == pytest.approx(p)
-    assert ours.p_lower == pytest.approx(lower[1]) and ours.p_upper == pytest.approx(upper[1])
+    assert ours.p_lower == pytest.approx(lower[1])
+    assert ours.p_upper == pytest.approx(upper[1])
 
 
 def test_one_sided_t_matches_scipy() -> None:
@@ -139,11 +144,14 @@ def test_one_sided_t_matches_scipy() -> None:
 
 def test_zero_variance_has_no_t_statistic() -> None:
     r = stats.one_sided_t(np.ones(3), 0.7)
-    assert r.degenerate and math.isnan(r.p) and math.isnan(r.t)
+    assert r.degenerate
+    assert math.isnan(r.p)
+    assert math.isnan(r.t)
     nearly = np.array([0.7, 0.7 + 1e-16, 0.7 - 1e-16, 0.7])  # equal up to rounding (gave p = 2.6e-30)
     assert stats.one_sided_t(nearly + 0.2, 0.7).degenerate
     assert not stats.one_sided_t(np.array([0.9, 0.91, 0.92]), 0.7).degenerate
-    assert stats.two_sided_t(np.ones(4), 0.0).degenerate and stats.tost(np.zeros(4), -1, 1).degenerate
+    assert stats.two_sided_t(np.ones(4), 0.0).degenerate
+    assert stats.tost(np.zeros(4), -1, 1).degenerate
     assert stats.wilcoxon_p(np.zeros(5)) is None
 
 
@@ -155,7 +163,8 @@ def test_iqm_convention() -> None:
 
 def test_normalized_scores_not_clipped_and_undefined_for_equal_anchors() -> None:
     out = stats.normalized_scores(np.array([-1.0, 0.5, 3.0]), 0.0, 2.0)
-    assert out is not None and out.tolist() == [-0.5, 0.25, 1.5]
+    assert out is not None
+    assert out.tolist() == [-0.5, 0.25, 1.5]
     assert stats.normalized_scores(np.array([1.0]), 1.0, 1.0) is None
 
 
@@ -171,7 +180,8 @@ def test_stratified_bootstrap_reproducible_and_covers() -> None:
     scores = np.random.default_rng(0).normal(size=(10, 3))
     a = stats.stratified_bootstrap_ci(scores, lambda s: float(np.mean(s)), np.random.default_rng(3), resamples=500)
     b = stats.stratified_bootstrap_ci(scores, lambda s: float(np.mean(s)), np.random.default_rng(3), resamples=500)
-    assert a == b and a.low < a.estimate < a.high
+    assert a == b
+    assert a.low < a.estimate < a.high
 
 
 def test_power_normal_and_exact() -> None:
@@ -229,7 +239,8 @@ def test_declared_aggregates_follow_the_metric_direction() -> None:
     assert aggregate(x, "mean") == pytest.approx(x.mean())
     assert aggregate(x, "median") == pytest.approx(np.median(x))
     assert aggregate(x, "iqm") == pytest.approx(np.mean(np.sort(x)[2:6]))
-    assert aggregate(x, "worst-case") == 0.1 and aggregate(x, "worst-case", higher_is_better=False) == 0.9
+    assert aggregate(x, "worst-case") == 0.1
+    assert aggregate(x, "worst-case", higher_is_better=False) == 0.9
     assert aggregate(x, "cvar", tail_fraction=0.25) == pytest.approx(0.15)  # the worst 2 of 8
     assert aggregate(x, "cvar", tail_fraction=0.25, higher_is_better=False) == pytest.approx(0.85)
     with pytest.raises(ValueError, match="unknown aggregate"):

@@ -26,10 +26,13 @@ def test_layouts_are_solvable_and_the_planner_matches_minigrid(task: str) -> Non
     for seed in range(25):
         env.reset(seed=seed)
         plan = solution(env.grid, tuple(env.agent_pos), env.agent_dir)
-        assert plan is not None and len(plan) == env.solution_length >= env.min_path
+        assert plan is not None
+        assert len(plan) == env.solution_length >= env.min_path
         for action in plan:  # the breadth-first plan, replayed in MiniGrid itself, reaches the goal
             _, reward, terminated, _, info = env.step(action)
-        assert terminated and info["success"] and reward > 0
+        assert terminated
+        assert info["success"]
+        assert reward > 0
 
 
 def test_layout_is_a_function_of_task_and_seed() -> None:
@@ -46,8 +49,10 @@ def test_layout_is_a_function_of_task_and_seed() -> None:
 def test_observation_is_egocentric_full_grid_with_task_cue() -> None:
     env = Nav4Env("key")
     obs, _ = env.reset(seed=3)
-    assert obs.shape == (len(CHANNELS), 15, 15) and obs.dtype == np.uint8
-    assert obs[CHANNELS.index("task-key")].all() and not obs[CHANNELS.index("task-goal")].any()
+    assert obs.shape == (len(CHANNELS), 15, 15)
+    assert obs.dtype == np.uint8
+    assert obs[CHANNELS.index("task-key")].all()
+    assert not obs[CHANNELS.index("task-goal")].any()
     for _ in range(12):  # whatever the heading, the cell ahead of the agent is the one above the centre
         front = env.grid.get(*env.front_pos)
         ahead = {c: obs[i, 6, 7] for i, c in enumerate(CHANNELS[:7])}
@@ -57,7 +62,8 @@ def test_observation_is_egocentric_full_grid_with_task_cue() -> None:
         elif front is None:
             assert not any(ahead.values())
         obs, *_ = env.step(int(np.random.default_rng(_).integers(2)))  # turn
-    assert obs[CHANNELS.index("key")].sum() == 1 and obs[CHANNELS.index("goal")].sum() == 1
+    assert obs[CHANNELS.index("key")].sum() == 1
+    assert obs[CHANNELS.index("goal")].sum() == 1
 
 
 @pytest.mark.parametrize("env_id", [*(f"clt/Nav4-{t}-v0" for t in TASKS), "MiniGrid-DoorKey-8x8-v0"])
@@ -75,7 +81,8 @@ def test_grid_planes_equal_minigrid_encoding(env_id: str) -> None:
         for _ in range(40):
             enc = env.grid.encode()
             types, states = grid_planes(env.grid)
-            assert np.array_equal(types, enc[:, :, 0].T) and np.array_equal(states, enc[:, :, 2].T)
+            assert np.array_equal(types, enc[:, :, 0].T)
+            assert np.array_equal(states, enc[:, :, 2].T)
             _, _, terminated, truncated, _ = env.step(int(rng.integers(actions)))
             if terminated or truncated:
                 break
@@ -84,7 +91,8 @@ def test_grid_planes_equal_minigrid_encoding(env_id: str) -> None:
 def test_registered_with_gymnasium() -> None:
     env = gym.make("clt/Nav4-hazards-v0")
     _, info = env.reset(seed=0)
-    assert info["task"] == "hazards" and env.action_space == gym.spaces.Discrete(len(ACTIONS))
+    assert info["task"] == "hazards"
+    assert env.action_space == gym.spaces.Discrete(len(ACTIONS))
     env.close()
 
 
@@ -101,7 +109,8 @@ def test_evaluation_cannot_change_the_agent() -> None:
     before = state_checksum(agent.net, agent.memory)
     ledger = AgentLedger()
     evaluate(agent, "goal", [2_000_000, 2_000_001], False, ledger, size=9, max_steps=100, min_path=4)
-    assert state_checksum(agent.net, agent.memory) == before and ledger.environmentSteps == 0
+    assert state_checksum(agent.net, agent.memory) == before
+    assert ledger.environmentSteps == 0
     assert ledger.evaluationSteps > 0
     with np.errstate(all="ignore"):
         next(agent.net.parameters()).data.add_(1.0)  # the checksum sees a parameter change
@@ -141,8 +150,11 @@ def test_held_out_layouts_skip_layouts_seen_in_training(project, cli) -> None:
     assert cli("protocol", "freeze", "nav4-v1").exit_code == 0
     manifest = json.loads((project.root / "registry" / "locks" / "nav4-v1.splits.json").read_text())
     goal = manifest["tasks"]["goal"]
-    assert goal["testInTrain"] == [] and goal["testInValidation"] == [] and goal["validationInTrain"] == []
-    assert goal["test"]["skippedAsSeen"] > 0 and len(set(goal["test"]["fingerprints"])) == 100
+    assert goal["testInTrain"] == []
+    assert goal["testInValidation"] == []
+    assert goal["validationInTrain"] == []
+    assert goal["test"]["skippedAsSeen"] > 0
+    assert len(set(goal["test"]["fingerprints"])) == 100
 
 
 def test_freeze_refuses_test_layouts_seen_in_training(project, cli, monkeypatch) -> None:
@@ -157,7 +169,8 @@ def test_freeze_refuses_test_layouts_seen_in_training(project, cli, monkeypatch)
 
     monkeypatch.setattr(layouts, "held_out_layouts", leaky)
     out = cli("protocol", "freeze", "nav4-v1")
-    assert out.exit_code == 1 and "goal: final-test layouts of seeds [0] duplicate training layouts" in out.output
+    assert out.exit_code == 1
+    assert "goal: final-test layouts of seeds [0] duplicate training layouts" in out.output
     assert not project.lock_path("nav4-v1").exists()
 
 
@@ -170,7 +183,8 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:
     assert out.exit_code == 0 and "PILOT nav4-v1" in out.output, out.output
     assert cli("protocol", "freeze", "nav4-v1").exit_code == 0
     manifest = json.loads((project.root / "registry" / "locks" / "nav4-v1.splits.json").read_text())
-    assert manifest["tasks"]["key"]["testInTrain"] == [] and len(manifest["tasks"]["key"]["test"]["fingerprints"]) == 4
+    assert manifest["tasks"]["key"]["testInTrain"] == []
+    assert len(manifest["tasks"]["key"]["test"]["fingerprints"]) == 4
     out = cli("run", "-p", "nav4-v1", "--workers", "2")
     assert out.exit_code == 0, out.output
     res = json.loads(cli("report", "-p", "nav4-v1", "--json").output)
@@ -187,12 +201,14 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:
     md = (project.root / "reports" / "nav4-v1" / "report.md").read_text()
     table = md.split("**sequential / o3** (baseline; 2 runs, seeds 0, 1; sampled policy)")[1].split("\n\n")[1]
     assert [row.split(" | ")[0] for row in table.splitlines()[2:]] == ["| key", "| goal", "| combined", "| hazards"]
-    assert "| goal | " in md and "forgetting max(0, immediate - final)" in md
+    assert "| goal | " in md
+    assert "forgetting max(0, immediate - final)" in md
     by_order = md.split("## Aggregate metrics by task order")[1].split("\n\n")[1].splitlines()
     assert by_order[0].startswith("| comparison / order | runs | immediate average success | final average success |")
     assert [row.split(" | ")[:2] for row in by_order[2:4]] == [["| sequential / o3", "2"], ["| replay / o3", "2"]]
     html = (project.root / "reports" / "nav4-v1" / "report.html").read_text()
-    assert "Per-task matrix: sequential / o" in html and "Curves:" in html
+    assert "Per-task matrix: sequential / o" in html
+    assert "Curves:" in html
 
 
 def test_seed_level_sensitivity_pairs_by_seed_and_order_and_averages_orders_per_seed() -> None:

@@ -61,7 +61,8 @@ def test_knn_standardization_is_fitted_on_training_rows_only() -> None:
     model.fit(rows, train)
     (scaler,) = model.preprocessing()
     scaler.check(train)
-    assert scaler.fitted_rows is not None and np.array_equal(scaler.fitted_rows, train)
+    assert scaler.fitted_rows is not None
+    assert np.array_equal(scaler.fitted_rows, train)
     assert model.predict(rows, np.arange(500, 510)).shape == (10,)
 
 
@@ -116,13 +117,17 @@ def test_gate_direction_against_metric_warns() -> None:
 def test_workflow_pilot_plan_freeze_run_report(project, cli) -> None:
     # a pilot stage is run with --pilot only
     refused = cli("run", "--protocol", "sessions-v1", "--stage", "pilot")
-    assert refused.exit_code == 1 and "draft" in refused.output
+    assert refused.exit_code == 1
+    assert "draft" in refused.output
     out = cli("run", "--protocol", "sessions-v1", "--pilot", "--stage", "pilot", "--workers", "2")
     assert out.exit_code == 0, out.output
     plan = json.loads(cli("plan", "power", "--protocol", "sessions-v1", "--from-pilot", "--json").output)
     gate = next(g for g in plan["gates"] if g["gate"] == "affine-below-knn-new-sessions")
-    assert gate["pilotReplicates"] == 6 and gate["sd"] > 0 and gate["declaredReplicates"] == 12
-    assert gate["neededExact"] >= gate["neededNormal"] - 2 and 0 < gate["powerAtDeclared"] < 1
+    assert gate["pilotReplicates"] == 6
+    assert gate["sd"] > 0
+    assert gate["declaredReplicates"] == 12
+    assert gate["neededExact"] >= gate["neededNormal"] - 2
+    assert 0 < gate["powerAtDeclared"] < 1
     # freeze warns when the declared seeds give less than the declared power (delta 0.005 is small)
     frozen = cli("protocol", "freeze", "sessions-v1")
     assert frozen.exit_code == 0, frozen.output
@@ -133,26 +138,34 @@ def test_workflow_pilot_plan_freeze_run_report(project, cli) -> None:
     rep = cli("report", "--protocol", "sessions-v1", "--json")
     assert rep.exit_code == 0, rep.output
     results = json.loads(rep.output)
-    assert results["runs"]["completed"] == 24 and results["runs"]["planned"] == 24
+    assert results["runs"]["completed"] == 24
+    assert results["runs"]["planned"] == 24
     gates = {g["id"]: g for g in results["gates"]}
     primary = gates["affine-below-knn-new-sessions"]
-    assert primary["heldOutUnit"] == "session" and primary["oodAxis"] == []
+    assert primary["heldOutUnit"] == "session"
+    assert primary["oodAxis"] == []
     assert gates["random-split-contrast"]["heldOutUnit"] == "transition"
     assert gates["shifted-cohort-contrast"]["oodAxis"]
-    assert primary["decision"] in ("pass", "fail") and primary["n"] == 12
+    assert primary["decision"] in ("pass", "fail")
+    assert primary["n"] == 12
     # lower is better: the interval is an upper bound on affine - knn
-    assert primary["interval"][0] is None and primary["interval"][1] is not None
+    assert primary["interval"][0] is None
+    assert primary["interval"][1] is not None
     sets = {s["id"]: s for s in results["summaries"]["evaluationSets"]}
     assert set(sets) == {"new-sessions", "random-transitions", "shifted-cohort"}
     for s in sets.values():
-        assert s["contrast"]["identicalRows"] and s["contrast"]["n"] == 12
-        assert s["contrast"]["permutationExact"] and s["contrast"]["permutationP"] >= 2 / 2**12
+        assert s["contrast"]["identicalRows"]
+        assert s["contrast"]["n"] == 12
+        assert s["contrast"]["permutationExact"]
+        assert s["contrast"]["permutationP"] >= 2 / 2**12
     md = (project.root / "reports" / "sessions-v1" / "report.md").read_text()
-    assert "| Random transition split | transition |" in md and "within-session interpolation" in md
+    assert "| Random transition split | transition |" in md
+    assert "within-session interpolation" in md
     assert read(project.root / "protocols" / "sessions-v1.json")["status"]["stage"] == "reported"
 
 
 def test_official_run_of_pilot_stage_refused(project, cli) -> None:
     assert cli("protocol", "freeze", "sessions-v1").exit_code == 0
     out = cli("run", "--protocol", "sessions-v1", "--stage", "pilot")
-    assert out.exit_code == 1 and "is a pilot stage; run it with --pilot" in out.output
+    assert out.exit_code == 1
+    assert "is a pilot stage; run it with --pilot" in out.output

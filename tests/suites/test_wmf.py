@@ -99,9 +99,11 @@ def test_ewc_fisher_is_exactly_zero_on_every_encoder_parameter() -> None:
     d = _latents(50, 8, 3)
     fisher = fisher_diagonal(model, d.z, d.a, d.z_next)
     encoder = [n for n in fisher if n.startswith("vae.")]
-    assert encoder and all(float(fisher[n].abs().max()) == 0.0 for n in encoder)
+    assert encoder
+    assert all(float(fisher[n].abs().max()) == 0.0 for n in encoder)
     assert float(fisher["gru.weight_hh_l0"].abs().max()) == 0.0  # h = 0: the recurrent pathway is unprotected
-    assert float(fisher["gru.weight_ih_l0"].abs().max()) > 0.0 and float(fisher["head.weight"].abs().max()) > 0.0
+    assert float(fisher["gru.weight_ih_l0"].abs().max()) > 0.0
+    assert float(fisher["head.weight"].abs().max()) > 0.0
 
 
 def test_d_param_of_the_gym_levels() -> None:
@@ -164,14 +166,16 @@ def test_runs_share_stages_and_are_deterministic(tmp_path: Path) -> None:
     first = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "a")
     ewc = run_cell(protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, tmp_path / "a")
     again = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "b")
-    assert first["reused"] == [] and again["reused"] == []
+    assert first["reused"] == []
+    assert again["reused"] == []
     assert first["metrics"] == again["metrics"]
     reused = {r.split(":")[0] for r in ewc["reused"]}
     assert {"phase-A-rssm", "reference-B-scratch", "data-train-A", "data-heldout-B"} <= reused
     assert ewc["metrics"]["stages"]["phase-A-rssm"] == first["metrics"]["stages"]["phase-A-rssm"]
     assert ewc["metrics"]["ewcFisherEncoderMax"] == 0.0
     assert ewc["metrics"]["reconAAfterA"] == first["metrics"]["reconAAfterA"]  # same task-A model
-    assert first["metrics"]["dParam"] is None and first["metrics"]["pis"] is None
+    assert first["metrics"]["dParam"] is None
+    assert first["metrics"]["pis"] is None
     assert len(first["metrics"]["curves"]["A"]) == 3
     other_seed = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 1, tmp_path / "a")
     assert other_seed["metrics"]["stages"]["phase-A-rssm"] != first["metrics"]["stages"]["phase-A-rssm"]
@@ -190,8 +194,10 @@ def test_shipped_wmf_protocols_validate_and_plan() -> None:
     v2 = _protocol("wmf-v2")
     assert list(suite.check(v2)) == []
     repro = suite.plan(v2, "reproduction")
-    assert len(repro) == 45 and {p.cell for p in repro} == {"minigrid-min", "minigrid-med", "minigrid-max"}
-    assert {p.seed for p in repro} == {0, 1, 2} and len(suite.plan(v2, "main")) == 375
+    assert len(repro) == 45
+    assert {p.cell for p in repro} == {"minigrid-min", "minigrid-med", "minigrid-max"}
+    assert {p.seed for p in repro} == {0, 1, 2}
+    assert len(suite.plan(v2, "main")) == 375
 
 
 def test_wmf_v2_declares_every_change_from_wmf_v1() -> None:
@@ -234,8 +240,10 @@ def test_family_frames_are_64x64_uint8_and_seeded(
             assert env.env.physics.model.opt.gravity[2] == pytest.approx(-4.0)  # type: ignore[attr-defined]
     finally:
         env.close()
-    assert a.frames.shape[2:] == (64, 64, 3) and a.frames.dtype == np.uint8
-    assert np.array_equal(a.frames, b.frames) and np.array_equal(a.actions, b.actions)
+    assert a.frames.shape[2:] == (64, 64, 3)
+    assert a.frames.dtype == np.uint8
+    assert np.array_equal(a.frames, b.frames)
+    assert np.array_equal(a.actions, b.actions)
     assert not np.array_equal(a.actions, c.actions)
 
 
@@ -275,15 +283,18 @@ def test_two_runs_of_a_grid_give_identical_records_but_timing(project, cli) -> N
     first = records()
     shutil.rmtree(store)
     assert cli("run", "-p", "wmf-lite-v1", "--workers", "1", "--device", "cpu").exit_code == 0
-    assert len(first) == 3 and records() == first
+    assert len(first) == 3
+    assert records() == first
     assert {r["provenance"]["device"] for r in first.values()} == {"cpu"}  # the default device, recorded
     assert cli("report", "-p", "wmf-lite-v1").exit_code == 0
     results = json.loads((project.root / "protocols" / "wmf-lite-v1.json").read_text())["results"]
     assert results["gates"] == []
     report = (project.root / "reports" / "wmf-lite-v1" / "report.md").read_text()
-    assert "Forgetting per cell" in report and "| minigrid-min | ewc | 1 |" in report
+    assert "Forgetting per cell" in report
+    assert "| minigrid-min | ewc | 1 |" in report
     sizes = results["summaries"]["evaluationSizes"]
-    assert sizes["recorded"] == 3 and sizes["notRecorded"] == []
+    assert sizes["recorded"] == 3
+    assert sizes["notRecorded"] == []
     assert "## Realized evaluation-set sizes" in report and "## Fixed in code, not protocol fields" in report
 
 
@@ -303,7 +314,8 @@ def test_evaluation_sizes_list_every_shortfall_by_run() -> None:
         SimpleNamespace(runId="ewc-x-s1", metrics={}),
     ]
     out = _evaluation_sizes(protocol, records)  # type: ignore[arg-type]
-    assert out["recorded"] == 2 and out["notRecorded"] == ["ewc-x-s1"]
+    assert out["recorded"] == 2
+    assert out["notRecorded"] == ["ewc-x-s1"]
     assert out["shortfalls"] == [
         {"run": "ewc-x-s2", "set": "fisherTransitions", "realized": 45, "declared": 50},
         {"run": "ewc-x-s2", "set": "framesA", "realized": 145, "declared": 200},
@@ -337,8 +349,10 @@ def test_stage_cache_loads_data_only_after_its_digest(tmp_path: Path) -> None:
     first, sha = StageCache(tmp_path).get("s", key, compute)
     cache = StageCache(tmp_path)
     again, _ = cache.get("s", key, compute)
-    assert calls == [1] and cache.reused == [f"s:{sha}"]
-    assert torch.equal(again["state"]["w"], first["state"]["w"]) and again["curve"] == [1.5, 0.5]
+    assert calls == [1]
+    assert cache.reused == [f"s:{sha}"]
+    assert torch.equal(again["state"]["w"], first["state"]["w"])
+    assert again["curve"] == [1.5, 0.5]
     folder = tmp_path / ".wmf-stages"
     data = (folder / f"{sha}.pt").read_bytes()
     (folder / f"{sha}.pt").write_bytes(data[:-8] + b"\0" * 8)  # changed content
@@ -372,7 +386,8 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
     protocol = protocol.model_copy(update={"reference": "reference/wmf-seed000-metrics.json"})
     records = [read_record(p) for p in sorted((REPO / "runs" / "wmf-lite-v1").glob("*/record.json"))]
     rep = WmfAnalysis().summaries(protocol, records)["reproduction"]
-    assert len(rep["rows"]) == 45 and len(rep["rdRankings"]) == 9
+    assert len(rep["rows"]) == 45
+    assert len(rep["rdRankings"]) == 9
     row = next(r for r in rep["rows"] if r["cell"] == "minigrid-min" and r["method"] == "finetuning")
     ours = [r.metrics["pf"] for r in records if r.spec.cell == "minigrid-min" and r.spec.comparison == "finetuning"]
     assert row["quantities"]["pf"]["clt"]["mean"] == pytest.approx(statistics.mean(float(v) for v in ours))  # type: ignore[arg-type]
@@ -380,16 +395,16 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
     theirs = [r["metrics"]["pf"] for r in stored if r["family"] == "minigrid" and r["distance"] == "min"
               and r["method"] == "finetuning"]  # fmt: skip
     seed_stats = row["quantities"]["pf"]["seed"]
-    assert seed_stats["n"] == len(theirs) and seed_stats["mean"] == pytest.approx(statistics.mean(theirs))
+    assert seed_stats["n"] == len(theirs)
+    assert seed_stats["mean"] == pytest.approx(statistics.mean(theirs))
     assert all(-1 <= r["kendallTau"] <= 1 for r in rep["rdRankings"].values() if r["kendallTau"] is not None)
     text = "\n".join(report_lines(rep))
     assert "## Reproduction of WorldModelsBenchmark" in text and "| minigrid-min | finetuning |" in text
     outside = [(r, n) for r in rep["rows"] for n, q in r["quantities"].items() if q["cltMeanInsideSeedRange"] is False]
     assert len(outside) == rep["insideSeedRange"]["of"] - rep["insideSeedRange"]["count"] > 0  # the lite budget
     line = next(x for x in text.splitlines() if x.startswith("Outside the seed's range: "))
-    assert line.count(";") == len(outside) - 1 and all(
-        f"{r['method']} in {r['cell']}, {n} " in line for r, n in outside
-    )
+    assert line.count(";") == len(outside) - 1
+    assert all((f"{r['method']} in {r['cell']}, {n} " in line for r, n in outside))
 
 
 def test_a_mean_outside_the_seeds_range_never_prints_equal_to_its_bound() -> None:
@@ -411,7 +426,8 @@ def test_the_seed_decoder_reshapes_to_2x2_and_crops_80_to_64() -> None:
     assert full.shape == (2, 3, 80, 80)  # 2 -> 7 -> 17 -> 38 -> 80 before the crop
     assert torch.equal(vae.decode(z), full[:, :, 8:72, 8:72])  # the centre 64 x 64
     first, plain = vae.decoder[0], default.vae.decoder[0]
-    assert isinstance(first, torch.nn.ConvTranspose2d) and isinstance(plain, torch.nn.ConvTranspose2d)
+    assert isinstance(first, torch.nn.ConvTranspose2d)
+    assert isinstance(plain, torch.nn.ConvTranspose2d)
     assert first.in_channels == 32  # not 4 x 32 as in 1x1
     assert first.weight.numel() * 4 == plain.weight.numel()  # the 1x1 decoder's is 4x larger
 
@@ -436,7 +452,8 @@ def test_the_seed_progressive_column_reads_a_lateral_projection_of_the_shared_st
     ours = build(model, "progressive_nets", 2, None)
     for m in (seed, ours):
         m.switch()
-    assert isinstance(seed.lateral, torch.nn.Linear) and tuple(seed.lateral.weight.shape) == (6, 6)
+    assert isinstance(seed.lateral, torch.nn.Linear)
+    assert tuple(seed.lateral.weight.shape) == (6, 6)
     assert ours.lateral is None
     z, a = torch.randn(3, 4), torch.randn(3, 2)
     h = seed.initial(3, z)
@@ -473,7 +490,8 @@ def test_the_seed_options_run_a_cell_end_to_end(tmp_path: Path) -> None:
     doc["families"][0]["rendering"] = "default-resized"
     seeded = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
     ug = run_cell(seeded, "minigrid-min", make_method("wmf.ug-mtm", SEED_UG), 0, tmp_path / "u")
-    assert math.isfinite(ug["metrics"]["pf"]) and ug["metrics"]["reconARandomInit"] > 0
+    assert math.isfinite(ug["metrics"]["pf"])
+    assert ug["metrics"]["reconARandomInit"] > 0
     assert ug["metrics"]["firstUpdateReconstructionLossA"] is not None
     # its own task A, the plain task-A reference, the task-B reference and its task B
     assert ug["budget"]["updatesExecuted"] == 4 * doc["training"]["updatesPerTask"]
@@ -530,7 +548,8 @@ def test_the_seed_experts_come_from_their_own_generators() -> None:
     a = build(SMALL, "ug_mtm", 3, SEED_UG)
     torch.manual_seed(1)
     b = build(SMALL, "ug_mtm", 3, SEED_UG)
-    assert isinstance(a, UGMTM) and isinstance(b, UGMTM)
+    assert isinstance(a, UGMTM)
+    assert isinstance(b, UGMTM)
     stdv = 1 / math.sqrt(float(SMALL["hidden"]))  # type: ignore[arg-type]
     for k in range(4):
         g = torch.Generator().manual_seed(k * 1337 + 42)
@@ -540,7 +559,8 @@ def test_the_seed_experts_come_from_their_own_generators() -> None:
     assert not torch.equal(a.unc[0].weight, b.unc[0].weight)  # the rest still follows the run's seed
     torch.manual_seed(0)
     v1 = build(SMALL, "ug_mtm", 3, UG)
-    assert isinstance(v1, UGMTM) and not torch.equal(v1.experts[0].weight_ih, a.experts[0].weight_ih)
+    assert isinstance(v1, UGMTM)
+    assert not torch.equal(v1.experts[0].weight_ih, a.experts[0].weight_ih)
 
 
 @pytest.mark.parametrize(("params", "train_passes", "entries"), [(UG, 3, 1), (SEED_UG, 2 * 10, 4)])
@@ -569,7 +589,8 @@ def test_the_seed_gradient_hook_scales_each_expert_by_its_last_step_gate() -> No
     torch.manual_seed(0)
     plain = build(SMALL, "ug_mtm", 3, UG)
     hooked = build(SMALL, "ug_mtm", 3, {**UG, "gradientFactor": "last-step-gate"})
-    assert isinstance(plain, UGMTM) and isinstance(hooked, UGMTM)
+    assert isinstance(plain, UGMTM)
+    assert isinstance(hooked, UGMTM)
     hooked.load_state_dict(plain.state_dict())
     for m in (plain, hooked):
         m.switch()  # task B: expert 1 active, expert 0 frozen
@@ -590,7 +611,8 @@ def test_the_seed_gradient_hook_scales_each_expert_by_its_last_step_gate() -> No
             assert torch.allclose(finite, torch.full_like(finite, factor), rtol=1e-3)
         else:
             assert torch.allclose(grads[1][n], g)
-    assert factor is not None and 0.0 < factor < 1.0
+    assert factor is not None
+    assert 0.0 < factor < 1.0
     assert not any(n.startswith("experts.0.") for n in grads[1])  # frozen: no gradient, no hook
 
 
@@ -605,7 +627,8 @@ def test_the_seed_rendering_resizes_minigrid_default_frames_with_pil_bilinear() 
     seed_env = gym.make("MiniGrid-Empty-8x8-v0", render_mode="rgb_array")
     seed_env.reset(seed=3)
     raw = seed_env.render()
-    assert isinstance(raw, np.ndarray) and raw.shape == (256, 256, 3)
+    assert isinstance(raw, np.ndarray)
+    assert raw.shape == (256, 256, 3)
     expected = np.asarray(Image.fromarray(raw).resize((64, 64), Image.Resampling.BILINEAR))
     seed_env.close()
     ours, v1 = (
@@ -618,7 +641,8 @@ def test_the_seed_rendering_resizes_minigrid_default_frames_with_pil_bilinear() 
         ours.close()
         v1.close()
     assert np.array_equal(frame, expected)
-    assert frame.shape == native.shape == (64, 64, 3) and not np.array_equal(frame, native)
+    assert frame.shape == native.shape == (64, 64, 3)
+    assert not np.array_equal(frame, native)
 
 
 def _lite_records() -> tuple[WmfProtocol, list]:  # type: ignore[type-arg]
@@ -674,7 +698,8 @@ def test_seed_analyses_follow_the_seed_definitions() -> None:
 
     want = float(np.median([np.median(values("minigrid-med", m, "rd")) for m in axis_methods]))
     row = next(a for a in out["axis"] if a["cell"] == "minigrid-med")
-    assert row["rd"] == pytest.approx(want) and row["level"] == 1
+    assert row["rd"] == pytest.approx(want)
+    assert row["level"] == 1
     for cell in protocol.cell_ids():
         worst = max(
             float(np.median([(r.metrics["reconAAfterB"] - r.metrics["reconAAfterA"]) / r.metrics["reconAAfterA"]
@@ -700,7 +725,8 @@ def test_the_seed_calibration_covers_every_transition_of_the_window() -> None:
     torch.manual_seed(0)
     seed = build(SMALL, "ug_mtm", 3, {**UG, "calibrationSteps": "all"})
     v1 = build(SMALL, "ug_mtm", 3, UG)
-    assert isinstance(seed, UGMTM) and isinstance(v1, UGMTM)
+    assert isinstance(seed, UGMTM)
+    assert isinstance(v1, UGMTM)
     v1.load_state_dict(seed.state_dict())
     z, a, z_next = torch.randn(2, 4, 8), torch.randn(2, 4, 3), torch.randn(2, 4, 8)
     seen = []

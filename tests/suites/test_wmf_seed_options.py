@@ -88,19 +88,24 @@ def test_each_seed_option_changes_what_it_names_and_the_defaults_change_nothing(
     out = run_cell(seedlike, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, tmp_path / "v3")
     m, b = out["metrics"], base["metrics"]
     assert out["reused"] == []  # new data keys (by role), so nothing is shared with the defaults' stages
-    assert m["dTrans"] != b["dTrans"] and m["nllARandomInit"] != b["nllARandomInit"]
+    assert m["dTrans"] != b["dTrans"]
+    assert m["nllARandomInit"] != b["nllARandomInit"]
     assert m["stages"] != b["stages"]
 
 
 def test_wmf_v3_sets_each_option_to_the_seed_value_and_declares_it() -> None:
     doc = json.loads((ROOT / "protocols" / "wmf-v3.json").read_text())
-    assert doc["data"]["windows"] == "episode-then-start" and doc["data"]["terminalFrame"] == "dropped"
-    assert doc["data"]["collectionSeeds"] == "by-role" and doc["evaluation"]["fisherSet"] == "independent"
-    assert doc["model"]["initialisation"] == "independent" and doc["model"]["varianceEpsilon"] == 1e-8
+    assert doc["data"]["windows"] == "episode-then-start"
+    assert doc["data"]["terminalFrame"] == "dropped"
+    assert doc["data"]["collectionSeeds"] == "by-role"
+    assert doc["evaluation"]["fisherSet"] == "independent"
+    assert doc["model"]["initialisation"] == "independent"
+    assert doc["model"]["varianceEpsilon"] == 1e-08
     declared = {p for c in doc["changes"] for p in c["pointers"]}
     for pointer in ("/data/windows", "/data/terminalFrame", "/data/collectionSeeds", "/model/initialisation",
                     "/model/varianceEpsilon", "/evaluation/fisherSet"):  # fmt: skip
         assert pointer in declared
     assert len(doc["seeds"]["stages"][0]["cells"]) == 9
     errata = json.loads((ROOT / "protocols" / "wmf-v2.json").read_text())["status"]["errata"]
-    assert len(errata) >= 7 and any("ewc.py" in e["text"] for e in errata)
+    assert len(errata) >= 7
+    assert any("ewc.py" in e["text"] for e in errata)
