@@ -215,7 +215,7 @@ def amend_code(
         raise InputError("--reason is empty: say why the code changed and its expected effect on the results")
     kind, _, name = component.partition(":")
     regs = registries(project.components_file)
-    digest = provenance.component_source(regs[kind].target(name))["sourceSha256"]
+    digest = provenance.component_digest(regs[kind].target(name))
     document = load_json_file(path)
     status = dict(
         document.get("status") or {"stage": "frozen", "updatedOn": (today or datetime.date.today()).isoformat()}

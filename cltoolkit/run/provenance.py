@@ -12,6 +12,7 @@ from pathlib import Path
 from cltoolkit import __version__
 
 __all__ = [
+    "component_digest",
     "component_source",
     "git_state",
     "hardware_text",
@@ -135,19 +136,29 @@ def _source_digest(root: str, single_file: bool) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def component_source(target: str) -> dict[str, str | None]:
-    """Where the code of a registered component (`module:attr`) comes from: its distribution and version and a
-    digest of its source files (the package folder of its module, or the module file for a top-level module)."""
+def component_digest(target: str) -> str:
+    """The digest of a registered component's (`module:attr`) source files: the package folder of its module, or
+    the module file for a top-level module."""
     import importlib.util
 
     module = target.split(":", 1)[0]
     spec = importlib.util.find_spec(module)
     origin = spec.origin if spec is not None else None
     if origin is None or not origin.endswith(".py"):
-        source = "sha256:" + "0" * 64  # built-in or compiled: no source files to digest
-    elif "." in module or Path(origin).name == "__init__.py":
-        source = _source_digest(str(Path(origin).parent), False)
-    else:
-        source = _source_digest(origin, True)
-    distribution, version = _distribution_of(module)
-    return {"target": target, "distribution": distribution, "version": version, "sourceSha256": source}
+        return "sha256:" + "0" * 64  # built-in or compiled: no source files to digest
+    if "." in module or Path(origin).name == "__init__.py":
+        return _source_digest(str(Path(origin).parent), False)
+    return _source_digest(origin, True)
+
+
+def component_source(target: str) -> dict[str, str | None]:
+    """Where the code of a registered component (`module:attr`) comes from: its distribution and version (finding
+    those reads every installed distribution's file list: a run pays it once, `clt report` never) and the digest of
+    its source files (`component_digest`)."""
+    distribution, version = _distribution_of(target.split(":", 1)[0])
+    return {
+        "target": target,
+        "distribution": distribution,
+        "version": version,
+        "sourceSha256": component_digest(target),
+    }
