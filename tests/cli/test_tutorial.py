@@ -34,6 +34,8 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)]
     subprocess.run(build, check=True, capture_output=True, text=True, timeout=300)
     wheel = next(wheels.glob("clt_prereg-*.whl"))  # the distribution's name, not the package index's `cltoolkit`
+    install_block = (REPO / "README.md").read_text().split("## Install", 1)[1].split("```", 2)[1]
+    assert f"pip install 'dist/{wheel.name}[nav]'" in install_block, "README's Install names another wheel"
     install = [*pip, "install", "--no-deps", "--target", str(site), str(wheel)]
     subprocess.run(install, check=True, capture_output=True, text=True, timeout=300)
     (bin_dir / "python").symlink_to(sys.executable)
