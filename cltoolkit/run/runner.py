@@ -27,6 +27,7 @@ from cltoolkit.registry import Registries, registries
 from cltoolkit.run import provenance
 from cltoolkit.run.estimate import Estimate, estimate, measured_times
 from cltoolkit.run.record import RECORD_VERSION, RunRecord
+from cltoolkit.run.redo import Redo, redo_points, replacing
 from cltoolkit.run.spec import ExecutionResult, GridPoint, Job, Resources, RunSpec
 from cltoolkit.run.store import RunStore
 
@@ -182,32 +183,6 @@ def components_used(regs: Registries, protocol: ProtocolBase, method: str) -> di
     return {f"{kind}:{name}": provenance.component_source(regs[kind].target(name)) for kind, name in used}
 
 
-def _redo_points(
-    redo: Redo, points: list[GridPoint], records: Mapping[str, RunRecord], protocol_id: str, stage: str
-) -> list[GridPoint]:
-    """The grid points `--redo` names: each must be a run of the stage with a completed record."""
-    by_id = {p.run_id: p for p in points}
-    problems = []
-    for run_id in redo.run_ids:
-        if run_id not in by_id:
-            problems.append(f"--redo {run_id}: not a run of {protocol_id} stage {stage!r} (`clt status` lists them)")
-        elif run_id not in records:
-            problems.append(f"--redo {run_id}: it has no record yet; a plain `clt run` runs it")
-        elif records[run_id].status.state != "completed":
-            problems.append(
-                f"--redo {run_id}: its record is {records[run_id].status.state!r}, which a plain `clt run` redoes"
-            )
-    if problems:
-        raise InputError("\n".join(problems))
-    return [by_id[run_id] for run_id in dict.fromkeys(redo.run_ids)]
-
-
-def _replacing(record: RunRecord, replaces: list[dict[str, Any]] | None) -> RunRecord:
-    if not replaces:
-        return record
-    return RunRecord.model_validate({**record.model_dump(mode="json"), "replaces": replaces}, strict=False)
-
-
 def _record(
     spec: RunSpec,
     result: ExecutionResult,
@@ -277,24 +252,6 @@ class RunOptions:
     """If another driver holds the store, wait for it instead of refusing."""
     redo: Redo | None = None
     """Completed runs to run again (only those), with the reason each new record keeps."""
-
-
-@dataclass(frozen=True)
-class Redo:
-    """`clt run --redo <run ids> --reason "..."`: replace completed records on purpose. The replaced record's seal,
-    state and end time and the reason stay in the new record (`replaces`), and the report counts redone runs."""
-
-    run_ids: tuple[str, ...]
-    reason: str
-
-    def __post_init__(self) -> None:
-        if not self.run_ids:
-            raise InputError("--redo needs at least one run id")
-        if not self.reason.strip():
-            raise InputError(
-                "--redo needs --reason: say why the completed record is replaced (the new record keeps the reason "
-                "and the replaced record's seal, and the report counts redone runs)"
-            )
 
 
 @dataclass(frozen=True)
@@ -383,7 +340,7 @@ def _run_locked(
         lines = selection.unmatched(plan_runs(loaded, stage.id, Selection(), regs)) or ["no grid point has them all"]
         raise InputError(f"{loaded.id}: the selection matches no run of stage {stage.id!r}:\n" + "\n".join(lines))
     if options.redo is not None:
-        points = _redo_points(options.redo, points, scan.records, loaded.id, stage.id)
+        points = redo_points(options.redo, points, scan.records, loaded.id, stage.id)
         todo = points
     else:
         todo = [
@@ -485,7 +442,7 @@ def _run_locked(
         for result in runner.execute(jobs, workers=workers, on_start=begin):
             spec = result.spec
             record = _record(spec, result, started.get(spec.run_id, grid_start), project, code[spec.method])
-            store.write(_replacing(record, replaced.get(spec.run_id)))
+            store.write(replacing(record, replaced.get(spec.run_id)))
             done.add(spec.run_id)
             summary.results.append(result)
             if callbacks.on_result:
@@ -495,7 +452,7 @@ def _run_locked(
             if job.run_id in started and job.run_id not in done:
                 interrupted = ExecutionResult(job.spec, "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
                 record = _record(job.spec, interrupted, started[job.run_id], project, code[job.spec.method])
-                store.write(_replacing(record, replaced.get(job.run_id)))
+                store.write(replacing(record, replaced.get(job.run_id)))
         raise
     finally:
         runner.close()
