@@ -46,7 +46,7 @@ from cltoolkit.suites.ladder.methods import DynamicsModel
 from cltoolkit.suites.nav4 import api as nav4
 from cltoolkit.suites.nav4.api import Nav4Method
 from cltoolkit.suites.nav4.methods import AgentParams as Nav4AgentParams
-from cltoolkit.suites.nav4.methods import ReplayParams as Nav4ReplayParams
+from cltoolkit.suites.nav4.methods import Nav4ReplayParams
 from cltoolkit.suites.sessions.methods import SessionModel
 from cltoolkit.suites.wmf import api as wmf
 from cltoolkit.suites.wmf.api import WorldModelMethod

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentParams",
     "Joint",
+    "Nav4ReplayParams",
     "ReplayCloning",
-    "ReplayParams",
     "Sequential",
     "Specialist",
     "SubgoalBonus",
@@ -69,7 +69,7 @@ class AgentParams(Strict):
     """Torch threads per run."""
 
 
-class ReplayParams(AgentParams):
+class Nav4ReplayParams(AgentParams):
     """A PPO agent with a fixed-capacity reservoir replay memory over all tasks seen."""
 
     capacity: int = Field(ge=1)
@@ -101,7 +101,7 @@ class UniformReplay(Nav4Method):
     memory; each minibatch of m new samples is joined by round(m f / (1 - f)) replayed ones, whose clipped-surrogate
     loss (with their stored behaviour probabilities and advantages) is added with weight `replayLossWeight`."""
 
-    Params = ReplayParams
+    Params = Nav4ReplayParams
     summary = "PPO with fixed-capacity reservoir replay"
     cloning: ClassVar[bool] = False
     """Add the CLEAR-style cloning terms on replayed samples (with `behaviourCloningCoef`)."""
