@@ -4,6 +4,7 @@ and lists redone runs."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,7 @@ from cltoolkit.errors import InputError
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint
 
-__all__ = ["Redo", "redo_points", "replacing"]
+__all__ = ["Redo", "redo_points", "replaced_history", "replacing"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,20 @@ def redo_points(
     if problems:
         raise InputError("\n".join(problems))
     return [by_id[run_id] for run_id in dict.fromkeys(redo.run_ids)]
+
+
+def replaced_history(old: RunRecord, redo: Redo | None, now: datetime.datetime) -> list[dict[str, Any]]:
+    """The `replaces` of the record that will replace `old`: `old`'s own history, then `old` itself with why (the
+    `--redo` reason, or that the next `clt run` ran an unfinished run again)."""
+    why = redo.reason if redo is not None else f"the record was {old.status.state!r}: the next clt run ran it again"
+    entry = {
+        "seal": old.seal,
+        "state": old.status.state,
+        "finishedAt": old.provenance.finishedAt.isoformat(),
+        "reason": why,
+        "replacedAt": now.isoformat(),
+    }
+    return [*(r.model_dump(mode="json") for r in old.replaces or []), entry]
 
 
 def replacing(record: RunRecord, replaces: list[dict[str, Any]] | None) -> RunRecord:

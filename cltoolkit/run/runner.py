@@ -27,7 +27,7 @@ from cltoolkit.registry import Registries, registries
 from cltoolkit.run import provenance
 from cltoolkit.run.estimate import Estimate, estimate, measured_times
 from cltoolkit.run.record import RECORD_VERSION, RunRecord
-from cltoolkit.run.redo import Redo, redo_points, replacing
+from cltoolkit.run.redo import Redo, redo_points, replaced_history, replacing
 from cltoolkit.run.spec import ExecutionResult, GridPoint, Job, Resources, RunSpec
 from cltoolkit.run.store import RunStore
 
@@ -418,21 +418,7 @@ def _run_locked(
         now = datetime.datetime.now(datetime.UTC)
         old = scan.records.get(job.run_id)
         if old is not None and old.seal is not None:
-            why = (
-                options.redo.reason
-                if options.redo is not None
-                else f"the record was {old.status.state!r}: the next clt run ran it again"
-            )
-            replaced[job.run_id] = [
-                *(r.model_dump(mode="json") for r in old.replaces or []),
-                {
-                    "seal": old.seal,
-                    "state": old.status.state,
-                    "finishedAt": old.provenance.finishedAt.isoformat(),
-                    "reason": why,
-                    "replacedAt": now.isoformat(),
-                },
-            ]
+            replaced[job.run_id] = replaced_history(old, options.redo, now)
         (job.run_dir / "record.json").unlink(missing_ok=True)
         started[job.run_id] = now
         if callbacks.on_start is not None:
