@@ -149,5 +149,4 @@ def _git_init(folder: Path) -> bool:
     inside = subprocess.run([git, "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True)
     if inside.returncode == 0:
         return False
-    subprocess.run([git, "init", "-q"], cwd=folder, check=True, capture_output=True)
-    return True
+    return subprocess.run([git, "init", "-q"], cwd=folder, capture_output=True).returncode == 0  # else: no repository
