@@ -265,5 +265,9 @@ class Executor(ABC):
     ) -> Iterator[ExecutionResult]:
         """Run every job; call `on_start` as each begins; yield one result per job as it finishes."""
 
+    def prepare(self, workers: int) -> None:  # noqa: B027 - optional hook, nothing to reach by default
+        """Reach what the runs need (a cluster) before the driver announces its plan, so a cluster that cannot be
+        reached is the one line the user sees; `execute` must still work without it."""
+
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release what the executor holds (clusters it started); called by the driver at the end."""

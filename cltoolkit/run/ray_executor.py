@@ -112,6 +112,9 @@ class RayExecutor(Executor):
         self.connect_timeout_s = float(options.get("connect_timeout_s") or CONNECT_TIMEOUT_S)
         self._started = False
 
+    def prepare(self, workers: int) -> None:
+        self._ray(workers)
+
     def _ray(self, workers: int) -> Any:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if not self.address:  # a private one-machine cluster: its nodes stay on the loopback address

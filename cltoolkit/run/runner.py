@@ -375,9 +375,9 @@ def _run_locked(
             (p.run_id, f"--redo: {options.redo.reason} (the completed record's seal stays in the new record)")
             for p in todo
         ]
-    if callbacks.on_plan is not None:
-        callbacks.on_plan(summary)
     if not todo:
+        if callbacks.on_plan is not None:
+            callbacks.on_plan(summary)
         return summary
     protocol_path = loaded.path.resolve()
     jobs = [
@@ -406,6 +406,13 @@ def _run_locked(
         refuse_unpinned_code(lock, amendments, {k: v for c in code.values() for k, v in c.items()}, loaded.id)
     components = project.components_file if project.components_file.is_file() else None
     runner = regs.executor.get(options.executor.name)(components, **options.executor.options)
+    try:
+        runner.prepare(workers)  # a cluster that cannot be reached fails here, before the plan is announced
+        if callbacks.on_plan is not None:
+            callbacks.on_plan(summary)
+    except BaseException:
+        runner.close()
+        raise
     grid_start = datetime.datetime.now(datetime.UTC)
     started: dict[str, datetime.datetime] = {}  # runs the executor has started (on_start), with the time
     done: set[str] = set()
