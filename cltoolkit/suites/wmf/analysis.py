@@ -102,9 +102,9 @@ def _spearman(x: list[float], y: list[float]) -> dict[str, Any]:
     from cltoolkit.suites.wmf.findings import exact_spearman
 
     pairs = [(a, b) for a, b in zip(x, y, strict=True) if a is not None and b is not None]
-    if len(pairs) < 3:
-        return {"rho": None, "p": None, "pMethod": None, "cells": len(pairs)}
     xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    if len(pairs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:  # too few cells, or one side constant: undefined
+        return {"rho": None, "p": None, "pMethod": None, "cells": len(pairs)}
     rho = float(spearmanr(xs, ys).statistic)
     exact = exact_spearman(xs, ys) if np.isfinite(rho) else {"p": None, "pKind": None}
     return {
