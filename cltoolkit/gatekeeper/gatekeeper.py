@@ -28,7 +28,7 @@ from cltoolkit.registry import Registries, registries
 from cltoolkit.run.provenance import component_digest
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, replicate_key
-from cltoolkit.run.store import RunStore
+from cltoolkit.run.store import RunStore, collection_paused
 from cltoolkit.run.trust import planned_points, refuse_untrusted
 
 __all__ = ["ReportOutcome", "gatekeep", "report_protocol"]
@@ -282,24 +282,43 @@ def report_protocol(
     aggregate: str | None = None,
     allow_mixed_code: bool = False,
 ) -> ReportOutcome:
-    """`clt report`: gatekeep, then write `results` and `status` into the protocol and the human reports."""
-    loaded, results, records = gatekeep(
-        project,
-        ref,
-        stage=stage,
-        runs_dir=runs_dir,
-        aggregate=aggregate,
-        allow_mixed_code=allow_mixed_code,
-        remember_seals=not dry_run,
-    )
-    reports: list[Path] = []
-    if not dry_run:
-        from cltoolkit.report.render import write_reports
+    """`clt report`: gatekeep, then write `results` and `status` into the protocol and the human reports.
+
+    The report's figures are drawn in a forked child while this process builds the document, validates it and
+    writes the page (`report.forked`); nothing is written before the document validates. The garbage collector
+    is paused throughout (`collection_paused`: the records are many small acyclic objects)."""
+    with collection_paused():
+        loaded, results, records = gatekeep(
+            project,
+            ref,
+            stage=stage,
+            runs_dir=runs_dir,
+            aggregate=aggregate,
+            allow_mixed_code=allow_mixed_code,
+            remember_seals=not dry_run,
+        )
+        if dry_run:
+            return ReportOutcome(
+                results, _reported_document(loaded, results, dry_run), records, loaded.model, False, []
+            )
+        from cltoolkit.report.forked import Forked
+        from cltoolkit.report.render import figure_blocks, report_paths, write_reports
 
         project.writable(project.stage_reports_dir(loaded.id, results.stage))
+        reports = report_paths(project, loaded.id, results.stage)
+        with Forked(lambda: figure_blocks(project, loaded, results, records)) as drawn:
+            reported = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in reports]})
+            document = _reported_document(loaded, reported, dry_run)
+            block_text = dump_json(document["results"], sort_keys=False, row_lists=("perRun",))
+            protocol_text = dump_protocol(document)
+            write_reports(project, loaded, results, records, drawn.value)
+        atomic_write_text(project.stage_reports_dir(loaded.id, results.stage) / "results.json", block_text)
+        atomic_write_text(loaded.path, protocol_text)
+        return ReportOutcome(reported, document, records, loaded.model, True, reports)
 
-        reports = write_reports(project, loaded, results, records)
-        results = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in reports]})
+
+def _reported_document(loaded: LoadedProtocol, results: Results, dry_run: bool) -> dict[str, Any]:
+    """The protocol document with `results` and `status` filled in, validated, its hashed content unchanged."""
     document = dict(loaded.document)
     status = dict(document.get("status") or {})
     status.update({"stage": "reported", "updatedOn": results.measuredOn.date().isoformat()})
@@ -311,10 +330,4 @@ def report_protocol(
     validate_document(document, str(loaded.path), expected_id=loaded.id)
     if protocol_hash(document) != protocol_hash(loaded.document):
         raise Refusal("internal check: writing results would change the hashed content; nothing was written")
-    if not dry_run:
-        atomic_write_text(
-            project.stage_reports_dir(loaded.id, results.stage) / "results.json",
-            dump_json(document["results"], sort_keys=False, row_lists=("perRun",)),
-        )
-        atomic_write_text(loaded.path, dump_protocol(document))
-    return ReportOutcome(results, document, records, loaded.model, not dry_run, reports)
+    return document

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from cltoolkit.report.format import decision_text, fmt, interval_text, p_text, p
 from cltoolkit.report.page import Blank, Block, Item, Page, Paragraph, parse_markdown
 from cltoolkit.run.record import RunRecord
 
-__all__ = ["markdown_report", "render_report", "report_page", "write_reports"]
+__all__ = ["figure_blocks", "markdown_report", "render_report", "report_page", "report_paths", "write_reports"]
 
 
 def _verdict(p: Any, r: Results) -> str:
@@ -371,12 +371,17 @@ def _reused_lines(r: Results, records: Sequence[RunRecord]) -> list[str]:
 
 
 def write_reports(
-    project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
+    project: Project,
+    loaded: LoadedProtocol,
+    results: Results,
+    records: Sequence[RunRecord],
+    blocks: Callable[[], dict[str, str]] | None = None,
 ) -> list[Path]:
     """`reports/<id>/report.{md,html}` (the stage reported last, beside the protocol's results block) and the same
     pair under `reports/<id>/<stage>/`, so that reporting a later stage (validation after preliminary) never erases
-    an earlier stage's report; `clt report` adds that stage's results block there as `results.json`."""
-    md, page = render_report(project, loaded, results, records)
+    an earlier stage's report; `clt report` adds that stage's results block there as `results.json`. `blocks`: the
+    figures already being drawn (`figure_blocks`, e.g. in a forked child), asked for once the page is built."""
+    md, page = render_report(project, loaded, results, records, blocks)
     written = report_paths(project, loaded.id, results.stage)
     for md_path, html_path in zip(written[::2], written[1::2], strict=True):
         atomic_write_text(md_path, md)
@@ -384,23 +389,34 @@ def write_reports(
     return written
 
 
-def render_report(
+def figure_blocks(
     project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
-) -> tuple[str, str]:
-    """The Markdown and HTML text of a report: a function of the results block, the records and the protocol only
-    (no clock, no machine), so `clt report --check` can render it again and compare."""
-    regs = registries(project.components_file)
-    page_model = report_page(loaded, results, records, regs)
-    blocks = {
+) -> dict[str, str]:
+    """The report's figures as HTML by the section they support (PNG images inlined)."""
+    return {
         section: "".join(
             f'<figure><figcaption>{html.escape(t)}</figcaption><img alt="{html.escape(t)}" '
             f'src="data:image/png;base64,{png(fig)}"></figure>'
             for t, fig in figs
         )
-        for section, figs in report_figures(loaded, results, records, regs).items()
+        for section, figs in report_figures(loaded, results, records, registries(project.components_file)).items()
     }
-    body = page_model.html_body(blocks)
+
+
+def render_report(
+    project: Project,
+    loaded: LoadedProtocol,
+    results: Results,
+    records: Sequence[RunRecord],
+    blocks: Callable[[], dict[str, str]] | None = None,
+) -> tuple[str, str]:
+    """The Markdown and HTML text of a report: a function of the results block, the records and the protocol only
+    (no clock, no machine), so `clt report --check` can render it again and compare. `blocks`: see `write_reports`
+    (default: the figures are drawn here)."""
+    regs = registries(project.components_file)
+    page_model = report_page(loaded, results, records, regs)
     md = page_model.markdown()  # the Markdown report lists no images
+    body = page_model.html_body(blocks() if blocks else figure_blocks(project, loaded, results, records))
     style = (
         "body{font-family:sans-serif;max-width:1180px;margin:auto;padding:0 12px;line-height:1.4}"
         "table{border-collapse:collapse;margin:6px 0;max-width:100%}"

@@ -242,22 +242,28 @@ def record_seal(data: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
 
 
-def _read_text(path: Path, where: str) -> str:
+def _read_text(path: Path) -> str:
+    """A record file's text; its display path (a system call per component where it lies outside the working
+    directory) is computed only for an error message."""
     try:
         raw = read_regular_bytes(path)
     except NotRegularFile as exc:
-        raise ValidationFailed(problems=[Problem(where, exc.strerror or "not a regular file")]) from None
+        raise ValidationFailed(problems=[Problem(display_path(path), exc.strerror or "not a regular file")]) from None
     except FileNotFoundError:
-        raise ValidationFailed(problems=[Problem(where, "no such file")]) from None
+        raise ValidationFailed(problems=[Problem(display_path(path), "no such file")]) from None
     except OSError as exc:
-        raise ValidationFailed(problems=[Problem(where, f"cannot read: {exc.strerror}")]) from None
-    return decode_json_bytes(raw, where)
+        raise ValidationFailed(problems=[Problem(display_path(path), f"cannot read: {exc.strerror}")]) from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return decode_json_bytes(raw, display_path(path))  # refused there, with its message
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return decode_json_bytes(raw, display_path(path))
 
 
 def _read_raw(path: Path) -> tuple[str, dict[str, Any]]:
-    where = display_path(path)
-    text = _read_text(path, where)
-    return text, loads_strict(text, where)
+    text = _read_text(path)
+    return text, loads_strict(text, display_path(path))
 
 
 def raw_digest(text: str) -> str:
@@ -273,8 +279,7 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
     `RunStore.scan`): such a record is not canonicalized again (RFC 8785 in pure Python is most of the cost of
     reading 10,000 records) or parsed twice (exactly these bytes passed the strict parse and the seal check, at the
     current record version); any other, and any changed byte, is checked in full and added."""
-    where = display_path(path)
-    text = _read_text(path, where)
+    text = _read_text(path)
     key = raw_digest(text) if verified is not None else ""
     if verified is not None and key in verified:
         try:
@@ -283,6 +288,7 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
             known = None
         if known is not None and known.seal == verified[key]:
             return known
+    where = display_path(path)
     data = loads_strict(text, where)
     version = data.get("recordVersion")
     if not isinstance(version, int) or isinstance(version, bool):

@@ -24,7 +24,7 @@ from cltoolkit._io import file_mode, open_append_nofollow
 from cltoolkit.errors import CltError, Problem, Refusal
 from cltoolkit.run.record import RunRecord, raw_digest, read_record, write_record
 
-__all__ = ["LOCK_FILE", "RECORD", "RunStore", "StoreScan"]
+__all__ = ["LOCK_FILE", "RECORD", "RunStore", "StoreScan", "collection_paused"]
 
 RECORD = "record.json"
 LOCK_FILE = ".driver.lock"  # suffix of the lock file beside the store
@@ -34,6 +34,23 @@ that read it): the SHA-256 of the file's bytes and the seal. Only saves re-canon
 files; never trusted for changed bytes (a different digest), never committed (a fresh clone checks every seal in
 full). It adds no trust: a seal is an unkeyed digest that anyone editing a record could recompute; what pins
 records is the results block's evidence manifest in git."""
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a block that loads or holds thousands of records: they are many
+    small acyclic objects, so each full collection pass walks all of them and frees nothing (measured over 10,000
+    records: 0.25 s of the gatekeeper's 1.7 s and 0.2 s of the report's figures). Cycles made inside the block are
+    collected after it; reference counting frees everything else as usual."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass
@@ -104,15 +121,8 @@ class RunStore:
             return scan
         seals = self._seals()
         known = len(seals)
-        import gc
-
-        enabled = gc.isenabled()
-        gc.disable()  # thousands of small acyclic objects: collection passes would dominate the load
-        try:
+        with collection_paused():
             self._scan(scan, seals)
-        finally:
-            if enabled:
-                gc.enable()
         if remember and len(seals) != known:
             self._remember(dict(list(seals.items())[known:]))
         return scan
