@@ -24,7 +24,7 @@ from minigrid.core.world_object import Door
 from torch import nn
 
 from cltoolkit.errors import BudgetViolation, DataAccessViolation
-from cltoolkit.suites.nav4.api import Minibatch, Nav4Method, Rollout, _suite_rollout
+from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Rollout, _suite_rollout
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, Nav4Env
 from cltoolkit.suites.nav4.net import Net
 
@@ -358,7 +358,7 @@ class Learner:
                 loss = self.policy_loss(new)
                 ledger.samplesProcessed += len(idx)
                 replayed_before = ledger.replaySamples
-                minibatch = Minibatch(new, len(idx))
+                minibatch = Nav4Minibatch(new, len(idx))
                 term = _guarded(self.net, "extra_loss", partial(self.method.extra_loss, self, minibatch))
                 if term is not None:
                     loss = loss + term

@@ -48,7 +48,16 @@ if TYPE_CHECKING:
 
     from cltoolkit.suites.nav4.agent import Learner
 
-__all__ = ["Minibatch", "Nav4Method", "Rollout", "TaskEnd", "TaskStart"]
+__all__ = [
+    "Minibatch",
+    "Nav4Method",
+    "Nav4Minibatch",
+    "Nav4TaskEnd",
+    "Nav4TaskStart",
+    "Rollout",
+    "TaskEnd",
+    "TaskStart",
+]
 
 _SUITE_TOKEN = object()
 
@@ -78,7 +87,7 @@ def _suite_rollout(batch: Mapping[str, np.ndarray], tasks: np.ndarray) -> Rollou
 
 
 @dataclass(frozen=True)
-class TaskStart:
+class Nav4TaskStart:
     """A training phase begins."""
 
     task: str
@@ -92,7 +101,7 @@ class TaskStart:
 
 
 @dataclass(frozen=True)
-class TaskEnd:
+class Nav4TaskEnd:
     """A training phase is over."""
 
     task: str
@@ -102,11 +111,18 @@ class TaskEnd:
 
 
 @dataclass(frozen=True)
-class Minibatch:
+class Nav4Minibatch:
     """One PPO minibatch of new samples (tensors on the learner's device, read-only)."""
 
     batch: Mapping[str, torch.Tensor]
     size: int
+
+
+TaskStart = Nav4TaskStart
+TaskEnd = Nav4TaskEnd
+Minibatch = Nav4Minibatch
+"""The names methods write (`nav4.TaskStart`, as README's examples do); the classes carry the suite in their names
+because wmf's hook types of the same short names are other classes (one class per name in the package)."""
 
 
 @dataclass
@@ -133,17 +149,17 @@ class Nav4Method(Method):
 
         return Net(canvas)
 
-    def begin_task(self, learner: Learner, task: TaskStart) -> None:
+    def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
         """A phase starts (create a memory, snapshot the weights)."""
 
     def observe(self, learner: Learner, rollout: Rollout) -> None:
         """A training rollout was collected (fill a memory)."""
 
-    def extra_loss(self, learner: Learner, minibatch: Minibatch) -> torch.Tensor | None:
+    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
         """A term added to the minibatch's PPO loss (None: nothing)."""
         return None
 
-    def end_task(self, learner: Learner, task: TaskEnd) -> None:
+    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
         """A phase is over (importances, snapshots)."""
 
     def state_dict(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from cltoolkit.suites.nav4.agent import _guarded
-from cltoolkit.suites.nav4.api import Nav4Method, TaskEnd, TaskStart
+from cltoolkit.suites.nav4.api import Nav4Method, Nav4TaskEnd, Nav4TaskStart
 from cltoolkit.suites.nav4.layouts import cached_held_out, layout_pool
 from cltoolkit.suites.nav4.models import Nav4Protocol
 
@@ -79,11 +79,11 @@ def run(
         iterations = math.ceil(steps / (params.envs * params.rolloutSteps))
         hook = curve_hook(learner, phase_tasks[0], vec, label, iterations)
         name = phase_tasks[0] if len(phase_tasks) == 1 else "joint"
-        start_ = TaskStart(name, index, tuple(phase_tasks), steps)
+        start_ = Nav4TaskStart(name, index, tuple(phase_tasks), steps)
         _guarded(learner.net, "begin_task", lambda: method.begin_task(learner, start_))
         learner.train(vec, steps, task_of, on_iteration=hook)
         last = method.regime != "sequential" or index == len(tasks) - 1
-        _guarded(learner.net, "end_task", lambda: method.end_task(learner, TaskEnd(name, index, last)))
+        _guarded(learner.net, "end_task", lambda: method.end_task(learner, Nav4TaskEnd(name, index, last)))
 
     if method.regime == "sequential":
         learner = Learner(params, canvas, seed, ledger, method, device)

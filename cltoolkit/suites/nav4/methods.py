@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from cltoolkit.protocol._base import Strict
-from cltoolkit.suites.nav4.api import Minibatch, Nav4Method, Rollout, TaskStart
+from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Nav4TaskStart, Rollout
 
 if TYPE_CHECKING:
     import torch
@@ -110,7 +110,7 @@ class UniformReplay(Nav4Method):
         self.memory: Reservoir | None = None
         self.task = 0
 
-    def begin_task(self, learner: Learner, task: TaskStart) -> None:
+    def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
         if self.memory is None:  # the learner's memory (restored with it), else a new one
             self.memory = learner.memory or learner.new_memory(self.params.capacity)
         self.task = task.index
@@ -125,7 +125,7 @@ class UniformReplay(Nav4Method):
         assert self.memory is not None
         self.memory.add(rollout)
 
-    def extra_loss(self, learner: Learner, minibatch: Minibatch) -> torch.Tensor | None:
+    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
         p = self.params
         n = round(minibatch.size * p.replayFraction / (1 - p.replayFraction))
         if not n or self.memory is None or len(self.memory) == 0:
