@@ -17,7 +17,7 @@ from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.suites.wmf.metrics import METRICS
-from cltoolkit.suites.wmf.seedstats import by_cell_and_comparison, record_number
+from cltoolkit.suites.wmf.seedstats import by_cell_and_comparison, numbers_by_seed, record_number
 
 if TYPE_CHECKING:
     from cltoolkit.registry import Registries
@@ -211,9 +211,9 @@ class WmfAnalysis(Analysis):
             per_cell: dict[str, Any] = {}
             pooled: list[float] = []
             for cell in present:
-                a = {r.spec.seed: _value(r, pair.metric) for r in by.get((cell, pair.method), [])}
-                b = {r.spec.seed: _value(r, pair.metric) for r in by.get((cell, pair.reference), [])}
-                diffs = [a[s] - b[s] for s in sorted(a) if s in b and a[s] is not None and b[s] is not None]  # type: ignore[operator]
+                a = numbers_by_seed(by.get((cell, pair.method), []), pair.metric)
+                b = numbers_by_seed(by.get((cell, pair.reference), []), pair.metric)
+                diffs = [a[s] - b[s] for s in sorted(a) if s in b]
                 pooled.extend(diffs)
                 if diffs:
                     p = sign_flip_p(np.asarray(diffs)).p  # exact: n is the seeds of one cell

@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -66,7 +66,8 @@ def _ratio(a: Any, b: Any) -> float | None:
     return float(a) / float(b) if finite(a) and finite(b) and float(b) != 0 else None
 
 
-def finite(x: Any) -> bool:
+def finite(x: object) -> TypeGuard[int | float]:
+    """A JSON number that is finite (not a bool, not NaN or infinite)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -110,7 +111,7 @@ def reproduction(
         seed_runs = reference.get((cell, comp), [])
         entry: dict[str, Any] = {"cell": cell, "method": comp, "quantities": {}}
         for name, (field, read) in QUANTITIES.items():
-            ours = _stats([float(v) for r in recs if finite(v := r.metrics.get(field))])  # type: ignore[arg-type]
+            ours = _stats([float(v) for r in recs if finite(v := r.metrics.get(field))])
             theirs = _stats([float(v) for m in seed_runs if finite(v := read(m))])
             flag = None
             if ours["mean"] is not None and theirs["min"] is not None:
@@ -293,7 +294,7 @@ def by_construction(records: Sequence[RunRecord]) -> dict[str, Any]:
             for name, (field, _) in QUANTITIES.items():
                 v = rec.metrics.get(field)
                 if finite(v):
-                    values.setdefault((rec.spec.cell, rec.spec.comparison, name), {})[rec.spec.seed] = float(v)  # type: ignore[arg-type]
+                    values.setdefault((rec.spec.cell, rec.spec.comparison, name), {})[rec.spec.seed] = float(v)
     out = []
     for (cell, method, name), per_seed in sorted(values.items()):
         same = [

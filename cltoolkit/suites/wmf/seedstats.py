@@ -43,6 +43,11 @@ def record_number(rec: RunRecord, key: str) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) else None
 
 
+def numbers_by_seed(records: Sequence[RunRecord], key: str) -> dict[int, float]:
+    """Seed -> the records' metric, for the records where it is a finite number (see `record_number`)."""
+    return {r.spec.seed: v for r in records if (v := record_number(r, key)) is not None}
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b is not None and b > 0 else None
 
@@ -219,9 +224,9 @@ def seed_analyses(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     for pair in protocol.methodPairs:
         per_cell: dict[str, Any] = {}
         for cell in cells:
-            a = {r.spec.seed: record_number(r, pair.metric) for r in by.get((cell, pair.method), [])}
-            b = {r.spec.seed: record_number(r, pair.metric) for r in by.get((cell, pair.reference), [])}
-            diffs = np.asarray([a[s] - b[s] for s in sorted(a) if s in b and a[s] is not None and b[s] is not None])  # type: ignore[operator]
+            a = numbers_by_seed(by.get((cell, pair.method), []), pair.metric)
+            b = numbers_by_seed(by.get((cell, pair.reference), []), pair.metric)
+            diffs = np.asarray([a[s] - b[s] for s in sorted(a) if s in b])
             if diffs.size >= 2:
                 sd = float(np.std(diffs, ddof=1))
                 per_cell[cell] = None if sd == 0 else float(np.mean(diffs)) / sd  # the seed prints inf at sd 0
