@@ -1,6 +1,8 @@
 """`clt run`: expand the grid, skip finished runs, refuse foreign hashes, execute the rest, write records.
 
-The driver process alone decides what to run and alone writes records (atomically).
+The driver process alone decides what to run and alone writes records (atomically). One module of about 450 lines
+on purpose: planning, the store's refusals, the hand-off to an executor and the writing of records are one sequence a
+reader follows top to bottom; what branches off it lives beside it (`redo.py`, `estimate.py`, `executors.py`).
 """
 
 from __future__ import annotations
