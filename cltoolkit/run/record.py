@@ -253,12 +253,13 @@ def _read_text(path: Path) -> str:
         raise ValidationFailed(problems=[Problem(display_path(path), "no such file")]) from None
     except OSError as exc:
         raise ValidationFailed(problems=[Problem(display_path(path), f"cannot read: {exc.strerror}")]) from None
-    if raw.startswith(b"\xef\xbb\xbf"):
-        return decode_json_bytes(raw, display_path(path))  # refused there, with its message
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
+        if not text.startswith("\ufeff"):
+            return text
     except UnicodeDecodeError:
-        return decode_json_bytes(raw, display_path(path))
+        pass
+    return decode_json_bytes(raw, display_path(path))  # refuses it (not UTF-8, or a byte-order mark) by its rule
 
 
 def _read_raw(path: Path) -> tuple[str, dict[str, Any]]:
