@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cltoolkit.suites.wmf.findings import exact_spearman, findings
+from cltoolkit.suites.wmf.findings import exact_spearman, findings, findings_lines, rho_calibration
 from cltoolkit.suites.wmf.reference import load_reference, ranking_calibration, tightness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +71,46 @@ def test_tightness_flags_a_mean_inside_the_range_far_from_the_centre() -> None:
     sampling = np.sqrt(1 / 3 + 1 / 10)
     assert out["perQuantity"]["rd"]["samplingMedianAbsZ"] == pytest.approx(0.6745 * sampling)
     assert [f["method"] for f in out["farInsideRange"]] == ["far"]  # 1.5 > 2 x 0.66; 0.1 is not
+
+
+def _seeds_per_cell(seed_runs) -> dict[str, int]:
+    cells: dict[str, set[int]] = {}
+    for (cell, _), runs in seed_runs.items():
+        cells.setdefault(cell, set()).update(int(r["seed"]) for r in runs)
+    return {c: len(s) for c, s in cells.items()}
+
+
+def test_the_rho_calibration_with_every_seed_kept_is_the_seed_own_rho(seed_runs) -> None:
+    full = rho_calibration(seed_runs, _seeds_per_cell(seed_runs), AXIS, draws=20)
+    seed = findings([], seed_runs, AXIS)["spearman"]["seedAllCells"]
+    for key in ("level", "dTrans", "taskBDifficulty"):  # every draw keeps every seed: no spread at all
+        assert full[key]["low"] == pytest.approx(seed[key]["rho"])
+        assert full[key]["high"] == pytest.approx(seed[key]["rho"])
+        assert full[key]["draws"] == 20
+
+
+def test_the_rho_calibration_widens_as_fewer_runs_are_kept(seed_runs) -> None:
+    cells = sorted(_seeds_per_cell(seed_runs))
+    one = rho_calibration(seed_runs, dict.fromkeys(cells, 1), AXIS, draws=500)
+    three = rho_calibration(seed_runs, dict.fromkeys(cells, 3), AXIS, draws=500)
+    for key in ("level", "dTrans", "taskBDifficulty"):
+        assert one[key]["high"] - one[key]["low"] > three[key]["high"] - three[key]["low"] > 0
+    assert three["runsPerCell"] == dict.fromkeys(cells, 3)
+    assert rho_calibration(seed_runs, dict.fromkeys(cells, 3), AXIS, draws=500) == three  # seeded
+    assert rho_calibration(seed_runs, {"gym-min": 1, "dmc-min": 1}, AXIS) == {}  # fewer than three cells
+    assert rho_calibration(seed_runs, {"gym-min": 6, "dmc-min": 1, "gym-med": 1}, AXIS) == {}  # gym-min has 5 seeds
+
+
+def test_the_findings_section_says_whether_clt_rho_is_inside_the_calibrated_range(seed_runs) -> None:
+    f = findings([], seed_runs, AXIS)
+    f["spearman"]["clt"] = dict(f["spearman"]["seedAllCells"])
+    f["spearman"]["seedSameCells"] = f["spearman"]["seedAllCells"]
+    f["rhoCalibration"] = rho_calibration(seed_runs, dict.fromkeys(_seeds_per_cell(seed_runs), 3), AXIS, draws=500)
+    text = "\n".join(findings_lines(f))
+    assert "d_trans: clt's rho +0.58 has the same sign as the seed's +0.58" in text
+    assert "inside the 5-95% range of the seed's rho from as many of its own runs per cell" in text
+    f["spearman"]["clt"]["level"] = {"rho": 0.9, "p": 0.01, "n": 9, "pKind": "exact"}
+    assert "labelled level: clt's rho +0.90 has a different sign from the seed's +0.00" in "\n".join(findings_lines(f))
+    assert "+0.90 has a different sign from the seed's +0.00 on these cells (difference +0.90); outside" in "\n".join(
+        findings_lines(f)
+    )

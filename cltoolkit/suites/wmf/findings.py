@@ -6,6 +6,7 @@ are few), the drift of encoder and transition, and the report section that state
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 from cltoolkit.run.record import RunRecord
 from cltoolkit.suites.wmf.reference import Reader, finite, seed_drift
 
-__all__ = ["EXACT_UP_TO", "LEVEL_RANK", "exact_spearman", "findings", "findings_lines"]
+__all__ = ["EXACT_UP_TO", "LEVEL_RANK", "exact_spearman", "findings", "findings_lines", "rho_calibration"]
 
 
 def findings_lines(f: dict[str, Any]) -> list[str]:
@@ -56,6 +57,7 @@ def findings_lines(f: dict[str, Any]) -> list[str]:
             how = "a different sign from"
         words.append(
             f"{name}: clt's rho {a:+.2f} has {how} the seed's {b:+.2f} on these cells (difference {a - b:+.2f})"
+            + _calibration_words(a, f.get("rhoCalibration", {}).get(key))
         )
     lines += [
         "",
@@ -63,7 +65,7 @@ def findings_lines(f: dict[str, Any]) -> list[str]:
         + f"over {n} of the nine cells, "
         + "; ".join(words)
         + ". No rho here is decided by a threshold: the p-values say how often a random order of the cells gives one "
-        "as large.",
+        "as large." + _calibration_note(f.get("rhoCalibration")),
         "",
         "Second finding: forgetting in the encoder that PF and RD cannot see (medians over each family's runs; "
         "encoder drift = held-out reconstruction of A after B over after A):",
@@ -78,6 +80,28 @@ def findings_lines(f: dict[str, Any]) -> list[str]:
             f"{num(s['encoderDrift'], '.3g')} | {num(s['pf'], '.3g')} |"
         )
     return [*lines, ""]
+
+
+def _calibration_words(rho: float, cal: dict[str, Any] | None) -> str:
+    if not cal or cal.get("low") is None:
+        return ""
+    where = "inside" if cal["low"] - 1e-12 <= rho <= cal["high"] + 1e-12 else "outside"
+    return (
+        f"; {where} the 5-95% range of the seed's rho from as many of its own runs per cell "
+        f"({cal['low']:+.2f} to {cal['high']:+.2f}, median {cal['median']:+.2f})"
+    )
+
+
+def _calibration_note(cal: dict[str, Any] | None) -> str:
+    if not cal:
+        return ""
+    per = ", ".join(f"{c} {k}" for c, k in cal["runsPerCell"].items())
+    return (
+        " The 5-95% ranges: the seed's rho over the same cells when each cell keeps only as many of the seed's runs "
+        "as clt has there (its seeds drawn without replacement, all methods of a drawn seed kept; "
+        f"{cal['draws']} seeded draws; seeds per cell: {per}): what sampling alone moves the seed's own rho by at "
+        "clt's run count."
+    )
 
 
 LEVEL_RANK = {"min": 1, "med": 2, "max": 3}
@@ -195,9 +219,86 @@ def findings(
                     for q in ("encoderDrift", "pf")
                 } | {"runs": len(runs)}
             drift.append(row)
+    seeds_by_cell: dict[str, set[int]] = {}
+    for rec in records:
+        if rec.status.state == "completed" and rec.spec.cell:
+            seeds_by_cell.setdefault(rec.spec.cell, set()).add(rec.spec.seed)
     return {
         "axisMethods": list(axis_methods),
         "axis": axes,
         "spearman": {who: _axis_spearman(axis) for who, axis in axes.items()},
+        "rhoCalibration": rho_calibration(reference, {c: len(s) for c, s in seeds_by_cell.items()}, axis_methods),
         "drift": drift,
     }
+
+
+def _cell_order(cell: str) -> tuple[str, int]:
+    return cell.split("-")[0], LEVEL_RANK.get(cell.split("-")[-1], 0)
+
+
+def rho_calibration(
+    reference: dict[tuple[str, str], list[dict[str, Any]]],
+    runs_per_cell: dict[str, int],
+    axis_methods: Sequence[str],
+    draws: int = 2000,
+) -> dict[str, Any]:
+    """What clt's run count is worth for the first finding: the seed's Spearman rho over the cells of
+    `runs_per_cell` when each cell keeps only that many of the seed's own seeds (drawn without replacement, seeded;
+    every method's run of a drawn seed kept, as clt's methods share their seeds), per distance: median and 5th and
+    95th percentiles over `draws`. Empty where fewer than three cells have enough of the seed's runs."""
+    import zlib
+
+    from scipy.stats import rankdata
+
+    fields = ("rd", "dTrans", "reconBAfterB")
+    cells, tables = [], []  # per cell: (field, method, seed) array of the seed's values, NaN where missing
+    for cell in sorted(runs_per_cell, key=_cell_order):
+        methods = sorted(m for c, m in reference if c == cell)
+        seeds = sorted({int(r["seed"]) for m in methods for r in reference[(cell, m)] if finite(r.get("seed"))})
+        if not methods or len(seeds) < runs_per_cell[cell]:
+            continue
+        table = np.full((len(fields), len(methods), len(seeds)), np.nan)
+        for i, m in enumerate(methods):
+            for r in reference[(cell, m)]:
+                if finite(r.get("seed")):
+                    for k, field in enumerate(fields):
+                        v = SEED_READ[field](r)
+                        table[k, i, seeds.index(int(r["seed"]))] = float(v) if finite(v) else np.nan
+        axis = np.asarray([m in axis_methods for m in methods])
+        cells.append((cell, runs_per_cell[cell], axis))
+        tables.append(table)
+    if len(cells) < 3:
+        return {}
+    rng = np.random.default_rng(zlib.crc32("|".join(c for c, _, _ in cells).encode()))
+    rd, dtrans, diff = (np.empty((draws, len(cells))) for _ in range(3))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN slice is a missing value, as in _cell_axis
+        for j, ((_, k, axis), table) in enumerate(zip(cells, tables, strict=True)):
+            pick = np.argsort(rng.random((draws, table.shape[2])), axis=1)[:, :k]  # k seeds per draw, no repeats
+            sub = table[:, :, pick]  # (field, method, draw, k)
+            rd[:, j] = np.nanmedian(np.nanmedian(sub[0][axis], axis=2), axis=0)
+            dtrans[:, j] = np.nanmedian(sub[1].transpose(1, 0, 2).reshape(draws, -1), axis=1)
+            diff[:, j] = np.nanmedian(sub[2].transpose(1, 0, 2).reshape(draws, -1), axis=1)
+    levels = np.asarray([LEVEL_RANK.get(c.split("-")[-1], 0) for c, _, _ in cells], dtype=float)
+    out: dict[str, Any] = {}
+    for key, other in (("level", np.broadcast_to(levels, rd.shape)), ("dTrans", dtrans), ("taskBDifficulty", diff)):
+        rhos = _rowwise_spearman(rd, other, rankdata)
+        rhos = rhos[np.isfinite(rhos)]
+        out[key] = {"median": None, "low": None, "high": None, "draws": 0}
+        if rhos.size:
+            low, median, high = (float(q) for q in np.quantile(rhos, [0.05, 0.5, 0.95]))
+            out[key] = {"median": median, "low": low, "high": high, "draws": int(rhos.size)}
+    return out | {"runsPerCell": {c: k for c, k, _ in cells}, "draws": draws}
+
+
+def _rowwise_spearman(x: np.ndarray, y: np.ndarray, rankdata: Any) -> np.ndarray:
+    """Spearman's rho of each row pair (average ranks, as `exact_spearman`); NaN where a row has a missing value or
+    no spread."""
+    ok = np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1)
+    rx = rankdata(np.where(ok[:, None], x, 0.0), axis=1)
+    ry = rankdata(np.where(ok[:, None], y, 0.0), axis=1)
+    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
+    den = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
+    with np.errstate(all="ignore"):
+        rho = (rx * ry).sum(axis=1) / den
+    return np.where(ok & (den > 0), rho, np.nan)
