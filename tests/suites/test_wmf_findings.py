@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -114,3 +115,24 @@ def test_the_findings_section_says_whether_clt_rho_is_inside_the_calibrated_rang
     assert "+0.90 has a different sign from the seed's +0.00 on these cells (difference +0.90); outside" in "\n".join(
         findings_lines(f)
     )
+
+
+def test_the_second_finding_is_said_as_ratios_to_finetuning_beside_the_seed() -> None:
+    def row(family: str, method: str, clt: tuple[float, float], seed: tuple[float, float] | None) -> dict[str, Any]:
+        theirs = {"encoderDrift": None, "pf": None} if seed is None else {"encoderDrift": seed[0], "pf": seed[1]}
+        return {"family": family, "method": method, "clt": {"encoderDrift": clt[0], "pf": clt[1]}, "seed": theirs}
+
+    drift = [
+        row("minigrid", "finetuning", (900.0, -2.0), (600.0, -4.0)),
+        row("minigrid", "ewc", (450.0, 0.5), (660.0, 0.04)),
+        row("gym", "finetuning", (1.1, -12.0), None),
+        row("gym", "ewc", (1.1, -0.1), None),
+    ]
+    undefined = {k: {"rho": None, "p": None, "n": 0} for k in ("level", "dTrans", "taskBDifficulty")}
+    spearman = {who: undefined for who in ("clt", "seedSameCells", "seedAllCells")}
+    text = "\n".join(findings_lines({"spearman": spearman, "axisMethods": AXIS, "drift": drift}))
+    assert "- minigrid: fine-tuning's encoder drift 900 (seed 600); EWC's is 0.50 x fine-tuning's " in text
+    assert "(seed 1.10 x) while" in text
+    assert "while its |PF| is 0.25 of " in text
+    assert "fine-tuning's (seed 0.01)" in text
+    assert "- gym: not computable" in text

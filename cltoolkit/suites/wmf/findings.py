@@ -79,7 +79,40 @@ def findings_lines(f: dict[str, Any]) -> list[str]:
             f"| {row['family']} | {row['method']} | {num(c['encoderDrift'], '.3g')} | {num(c['pf'], '.3g')} | "
             f"{num(s['encoderDrift'], '.3g')} | {num(s['pf'], '.3g')} |"
         )
-    return [*lines, ""]
+    return [*lines, "", *_drift_words(f["drift"])]
+
+
+def _drift_words(drift: list[dict[str, Any]]) -> list[str]:
+    """The second finding in words, per family: EWC's encoder drift as a multiple of fine-tuning's and its |PF| as a
+    share of fine-tuning's, clt's beside the seed's (no threshold decides it)."""
+
+    def ratios(who: str, family: str) -> tuple[float, float, float] | None:
+        rows = {r["method"]: r[who] for r in drift if r["family"] == family}
+        ft, ewc = rows.get("finetuning", {}), rows.get("ewc", {})
+        vals = [ft.get("encoderDrift"), ewc.get("encoderDrift"), ft.get("pf"), ewc.get("pf")]
+        if not all(finite(v) for v in vals) or vals[0] == 0 or vals[2] == 0:
+            return None
+        return float(vals[0]), float(vals[1]) / float(vals[0]), abs(float(vals[3])) / abs(float(vals[2]))
+
+    lines = []
+    for family in sorted({r["family"] for r in drift}):
+        mine, seed = ratios("clt", family), ratios("seed", family)
+        if mine is None or seed is None:
+            lines.append(f"- {family}: not computable (a median is missing or fine-tuning's is 0)")
+            continue
+        lines.append(
+            f"- {family}: fine-tuning's encoder drift {mine[0]:.3g} (seed {seed[0]:.3g}); EWC's is {mine[1]:.2f} x "
+            f"fine-tuning's (seed {seed[1]:.2f} x) while its |PF| is {mine[2]:.2f} of fine-tuning's "
+            f"(seed {seed[2]:.2f})"
+        )
+    return [
+        "In words (the seed's finding: under fine-tuning the encoder forgets, its drift well above 1, where 1 is no "
+        "change; under EWC it drifts about as much, a ratio near 1, while PF shows a small share of fine-tuning's "
+        "forgetting):",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def _calibration_words(rho: float, cal: dict[str, Any] | None) -> str:
