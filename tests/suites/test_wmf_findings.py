@@ -100,6 +100,8 @@ def test_the_rho_calibration_widens_as_fewer_runs_are_kept(seed_runs) -> None:
     assert rho_calibration(seed_runs, dict.fromkeys(cells, 3), AXIS, draws=500) == three  # seeded
     assert rho_calibration(seed_runs, {"gym-min": 1, "dmc-min": 1}, AXIS) == {}  # fewer than three cells
     assert rho_calibration(seed_runs, {"gym-min": 6, "dmc-min": 1, "gym-med": 1}, AXIS) == {}  # gym-min has 5 seeds
+    asked = dict.fromkeys(cells, 1) | {"gym-min": 6}  # eight cells could be calibrated, not the nine clt's rho is over
+    assert rho_calibration(seed_runs, asked, AXIS) == {}
 
 
 def test_the_findings_section_says_whether_clt_rho_is_inside_the_calibrated_range(seed_runs) -> None:

@@ -195,7 +195,7 @@ def _cell_axis(
         return float(np.median(xs)) if xs else None
 
     out = []
-    for cell in sorted({c for c, _ in values}, key=lambda c: (c.split("-")[0], LEVEL_RANK.get(c.split("-")[-1], 0))):
+    for cell in sorted({c for c, _ in values}, key=_cell_order):
         per_method = [med([r.get("rd") for r in values.get((cell, m), [])]) for m in axis_methods]
         runs = [r for (c, _), rs in values.items() if c == cell for r in rs]
         out.append(
@@ -278,7 +278,8 @@ def rho_calibration(
     """What clt's run count is worth for the first finding: the seed's Spearman rho over the cells of
     `runs_per_cell` when each cell keeps only that many of the seed's own seeds (drawn without replacement, seeded;
     every method's run of a drawn seed kept, as clt's methods share their seeds), per distance: median and 5th and
-    95th percentiles over `draws`. Empty where fewer than three cells have enough of the seed's runs."""
+    95th percentiles over `draws`. Empty where fewer than three cells are asked or a cell has fewer of the seed's
+    seeds than asked (the calibration is over exactly the cells clt's rho is over, or none)."""
     import zlib
 
     from scipy.stats import rankdata
@@ -289,7 +290,7 @@ def rho_calibration(
         methods = sorted(m for c, m in reference if c == cell)
         seeds = sorted({int(r["seed"]) for m in methods for r in reference[(cell, m)] if finite(r.get("seed"))})
         if not methods or len(seeds) < runs_per_cell[cell]:
-            continue
+            return {}
         table = np.full((len(fields), len(methods), len(seeds)), np.nan)
         for i, m in enumerate(methods):
             for r in reference[(cell, m)]:
