@@ -402,9 +402,20 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
     assert "## Reproduction of WorldModelsBenchmark" in text and "| minigrid-min | finetuning |" in text
     outside = [(r, n) for r in rep["rows"] for n, q in r["quantities"].items() if q["cltMeanInsideSeedRange"] is False]
     assert len(outside) == rep["insideSeedRange"]["of"] - rep["insideSeedRange"]["count"] > 0  # the lite budget
-    line = next(x for x in text.splitlines() if x.startswith("Outside the seed's range: "))
-    assert line.count(";") == len(outside) - 1
-    assert all((f"{r['method']} in {r['cell']}, {n} " in line for r, n in outside))
+    bullets = {x.split(" ", 2)[1]: x for x in text.split("Outside the seed's range")[1].split("\n\n")[1].splitlines()}
+    for cell in {r["cell"] for r, _ in outside}:
+        mine = [(r, n) for r, n in outside if r["cell"] == cell]
+        assert bullets[cell].startswith(f"- {cell} ({len(mine)} outside): ")
+        assert bullets[cell].count(";") == len(mine) - 1
+        assert all(f"{r['method']} {n} " in bullets[cell] for r, n in mine)
+    glance = rep["perCell"]  # each cell at a glance adds up to the whole
+    assert sorted(glance) == sorted(rep["rdRankings"])
+    assert sum(g["inside"]["count"] for g in glance.values()) == rep["insideSeedRange"]["count"]
+    assert sum(g["inside"]["of"] for g in glance.values()) == rep["insideSeedRange"]["of"]
+    assert sum(g["byConstruction"] for g in glance.values()) == rep["byConstruction"]["count"]
+    assert all(g["rdKendallTau"] == rep["rdRankings"][c]["kendallTau"] for c, g in glance.items())
+    minigrid = sum(g["inside"]["count"] for c, g in glance.items() if c.startswith("minigrid-"))
+    assert f"minigrid {minigrid} of " in text and "| minigrid-min | " in text.split("Per cell at a glance")[1]
 
 
 def test_a_mean_outside_the_seeds_range_never_prints_equal_to_its_bound() -> None:

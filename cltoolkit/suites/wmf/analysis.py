@@ -163,6 +163,7 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     rep["tightness"] = ref.tightness(rep)
     rep["byConstruction"] = ref.by_construction(records)
     rep["rankingCalibration"] = ref.ranking_calibration(seed_runs, sorted(rep["rdRankings"]))
+    rep["perCell"] = ref.per_cell(rep)
     out: dict[str, Any] = {"reproduction": {"source": protocol.reference, **rep}}
     if protocol.seedAnalyses is not None:
         from cltoolkit.suites.wmf.findings import findings

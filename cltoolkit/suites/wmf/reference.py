@@ -23,7 +23,9 @@ __all__ = [
     "apart",
     "by_construction",
     "finite",
+    "glance_lines",
     "load_reference",
+    "per_cell",
     "ranking_calibration",
     "report_lines",
     "reproduction",
@@ -179,7 +181,7 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
         "| cell | method | " + " | ".join(QUANTITIES) + " |",
         "|---|---|" + "---|" * len(QUANTITIES),
     ]
-    outside = []
+    outside: dict[str, list[str]] = {}
     for row in rep["rows"]:
         cells = []
         for name in QUANTITIES:
@@ -189,14 +191,22 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
             mean, low, high = num(c["mean"]), num(s["min"]), num(s["max"])
             if q["cltMeanInsideSeedRange"] is False:
                 mean, low, high = apart(c["mean"], s["min"], s["max"])
-                outside.append(f"{row['method']} in {row['cell']}, {name} {mean} (seed {low} to {high})")
+                outside.setdefault(row["cell"], []).append(f"{row['method']} {name} {mean} (seed {low} to {high})")
             cells.append(
                 f"{mean} [{num(c['min'])}, {num(c['max'])}] / {num(s['mean'])} ({num(s['sd'])}) [{low}, {high}]{flag}"
             )
         lines.append(f"| {row['cell']} | {row['method']} | " + " | ".join(cells) + " |")
+    glance = rep.get("perCell")
+    if glance:
+        lines += ["", *glance_lines(glance)]
     lines += [
         "",
-        f"Outside the seed's range: {'; '.join(outside)}." if outside else "No clt mean is outside the seed's range.",
+        *(
+            ["Outside the seed's range (clt's mean beyond the seed's min or max), per cell:", ""]
+            + [f"- {cell} ({len(items)} outside): {'; '.join(items)}" for cell, items in outside.items()]
+            if outside
+            else ["No clt mean is outside the seed's range."]
+        ),
     ]
     lines += ["", "RD ranking of methods per cell (lowest RD first), clt and seed, with Kendall's tau:", ""]
     calibration = rep.get("rankingCalibration", {})
@@ -225,18 +235,22 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
             ),
             "",
         ]
-        far = tight["farInsideRange"]
-        lines.append(
-            "Inside the seed's range but far from its centre (|z| above twice what sampling alone gives): "
-            + "; ".join(
-                f"{f['method']} {f['quantity']} in {f['cell']}: clt {f['cltMean']:.4g}, seed mean {f['seedMean']:.4g}"
+        far: dict[str, list[str]] = {}
+        for f in tight["farInsideRange"]:
+            far.setdefault(f["cell"], []).append(
+                f"{f['method']} {f['quantity']}: clt {f['cltMean']:.4g}, seed mean {f['seedMean']:.4g}"
                 + (f", median {f['seedMedian']:.4g}" if f.get("seedMedian") is not None else "")
                 + f" (z {f['z']:+.2f})"
-                for f in far
             )
-            + "."
+        lines += (
+            [
+                "Inside the seed's range but far from its centre (|z| above twice what sampling alone gives), "
+                "per cell:",
+                "",
+            ]
+            + [f"- {cell} ({len(items)} far): {'; '.join(items)}" for cell, items in far.items()]
             if far
-            else "No mean inside the seed's range is far from its centre."
+            else ["No mean inside the seed's range is far from its centre."]
         )
     built = rep.get("byConstruction")
     if built:
@@ -246,11 +260,73 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
             f"Equal by construction, not evidence: {built['count']} of the {inside['of']} quantity-cells "
             "(task-A fit gain shared by the four plain methods' one task-A model; UG-MTM's encoder drift of exactly 1, "
             "its encoder frozen): "
-            + ("; ".join(f"{c['method']} {c['quantity']} in {c['cell']}" for c in built["checks"][:12]) or "none")
+            + "; ".join(f"{c['method']} {c['quantity']} in {c['cell']}" for c in built["checks"][:12])
             + ("; ..." if built["count"] > 12 else "")
-            + ".",
+            + "."
+            if built["count"]
+            else f"Equal by construction, not evidence: none of the {inside['of']} quantity-cells.",
         ]
     return [*lines, ""]
+
+
+def per_cell(rep: dict[str, Any]) -> dict[str, Any]:
+    """Each cell at a glance, from a `reproduction` after `tightness` and `by_construction`: the most runs per method
+    in clt and in the seed, the quantity-cells with clt's mean inside the seed's range (of those where both have
+    one), how many of the cell's quantity-cells are equal by construction, the median |z| beside what sampling alone
+    gives, and the RD ranking's Kendall tau."""
+    built: dict[str, int] = {}
+    for check in (rep.get("byConstruction") or {}).get("checks", []):
+        built[check["cell"]] = built.get(check["cell"], 0) + 1
+    out: dict[str, Any] = {}
+    for cell in sorted({r["cell"] for r in rep["rows"]}):
+        qs = [q for r in rep["rows"] if r["cell"] == cell for q in r["quantities"].values()]
+        flags = [bool(q["cltMeanInsideSeedRange"]) for q in qs if q["cltMeanInsideSeedRange"] is not None]
+        zs = [q for q in qs if q.get("z") is not None]
+        out[cell] = {
+            "cltRuns": max(q["clt"]["n"] for q in qs),
+            "seedRuns": max(q["seed"]["n"] for q in qs),
+            "inside": {"count": sum(flags), "of": len(flags)},
+            "byConstruction": built.get(cell, 0),
+            "medianAbsZ": float(np.median([abs(q["z"]) for q in zs])) if zs else None,
+            "samplingMedianAbsZ": 0.6745 * float(np.median([q["zSampling"] for q in zs])) if zs else None,
+            "rdKendallTau": rep["rdRankings"].get(cell, {}).get("kendallTau"),
+        }
+    return out
+
+
+def glance_lines(glance: dict[str, Any]) -> list[str]:
+    """The per-cell table of `per_cell`, and its totals per family."""
+
+    def num(x: float | None, spec: str) -> str:
+        return "-" if x is None else f"{x:{spec}}"
+
+    lines = [
+        "Per cell at a glance: runs per method (clt / seed, the most of any method); clt means inside the seed's "
+        "range, of the quantity-cells where both have one; of those, equal by construction (not evidence); the "
+        "median |z| beside what sampling alone gives; Kendall's tau between the two RD rankings.",
+        "",
+        "| cell | runs (clt / seed) | inside the seed's range | equal by construction | median abs z (sampling alone) "
+        "| RD ranking tau |",
+        "|---|---|---|---|---|---|",
+    ]
+    families: dict[str, list[int]] = {}
+    for cell, g in glance.items():
+        inside = g["inside"]
+        total = families.setdefault(cell.split("-", 1)[0], [0, 0])
+        total[0] += inside["count"]
+        total[1] += inside["of"]
+        lines.append(
+            f"| {cell} | {g['cltRuns']} / {g['seedRuns']} | {inside['count']} of {inside['of']} | "
+            f"{g['byConstruction']} | {num(g['medianAbsZ'], '.2f')} ({num(g['samplingMedianAbsZ'], '.2f')}) | "
+            f"{num(g['rdKendallTau'], '.2g')} |"
+        )
+    lines += [
+        "",
+        "Inside the seed's range by family: "
+        + "; ".join(f"{fam} {k} of {n}" for fam, (k, n) in families.items())
+        + ".",
+    ]
+    return lines
 
 
 def tightness(rep: dict[str, Any]) -> dict[str, Any]:
