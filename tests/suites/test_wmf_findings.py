@@ -138,3 +138,29 @@ def test_the_second_finding_is_said_as_ratios_to_finetuning_beside_the_seed() ->
     assert "while its |PF| is 0.25 of " in text
     assert "fine-tuning's (seed 0.01)" in text
     assert "- gym: not computable" in text
+
+
+def test_the_first_finding_without_one_family_is_the_seed_rho_over_the_other_cells(seed_runs) -> None:
+    from cltoolkit.suites.wmf.findings import without_family
+
+    axes = findings([], seed_runs, AXIS)["axis"]
+    axes = {"clt": axes["seedAllCells"], "seedSameCells": axes["seedAllCells"]}
+    seeds = _seeds_per_cell(seed_runs)
+    out = without_family(axes, seed_runs, seeds, AXIS)  # every seed kept: the calibration is the seed's rho
+    assert set(out) == {"dmc", "gym", "minigrid"}
+    gymless = out["gym"]
+    assert sorted(gymless["cells"]) == sorted(c for c in seeds if not c.startswith("gym-"))
+    kept = [a for a in axes["clt"] if not a["cell"].startswith("gym-")]
+    expected = exact_spearman([a["rd"] for a in kept], [a["dTrans"] for a in kept])
+    assert gymless["clt"]["dTrans"]["rho"] == pytest.approx(expected["rho"])
+    assert gymless["clt"]["dTrans"]["p"] == pytest.approx(expected["p"])
+    assert gymless["rhoCalibration"]["dTrans"]["low"] == pytest.approx(expected["rho"])
+    assert gymless["rhoCalibration"]["dTrans"]["high"] == pytest.approx(expected["rho"])
+    assert expected["rho"] != pytest.approx(findings([], seed_runs, AXIS)["spearman"]["seedAllCells"]["dTrans"]["rho"])
+    f = {"spearman": {k: findings([], seed_runs, AXIS)["spearman"]["seedAllCells"] for k in ("clt", "seedSameCells",
+         "seedAllCells")}, "axisMethods": AXIS, "drift": [], "withoutFamily": out}  # fmt: skip
+    text = "\n".join(findings_lines(f))
+    assert f"| without gym (6 cells) | d_trans | rho {expected['rho']:+.2f}, p {expected['p']:.3f} |" in text
+    assert "(clt inside)" in text and "(clt outside)" not in text
+    one = {"clt": [a for a in axes["clt"] if a["cell"].startswith("gym-")]}
+    assert without_family(one | {"seedSameCells": one["clt"]}, seed_runs, seeds, AXIS) == {}  # one family: nothing

@@ -15,7 +15,15 @@ import numpy as np
 from cltoolkit.run.record import RunRecord
 from cltoolkit.suites.wmf.reference import Reader, finite, seed_drift
 
-__all__ = ["EXACT_UP_TO", "LEVEL_RANK", "exact_spearman", "findings", "findings_lines", "rho_calibration"]
+__all__ = [
+    "EXACT_UP_TO",
+    "LEVEL_RANK",
+    "exact_spearman",
+    "findings",
+    "findings_lines",
+    "rho_calibration",
+    "without_family",
+]
 
 
 def findings_lines(f: dict[str, Any]) -> list[str]:
@@ -67,6 +75,7 @@ def findings_lines(f: dict[str, Any]) -> list[str]:
         + ". No rho here is decided by a threshold: the p-values say how often a random order of the cells gives one "
         "as large." + _calibration_note(f.get("rhoCalibration")),
         "",
+        *_without_family_lines(f.get("withoutFamily") or {}, names),
         "Second finding: forgetting in the encoder that PF and RD cannot see (medians over each family's runs; "
         "encoder drift = held-out reconstruction of A after B over after A):",
         "",
@@ -256,13 +265,70 @@ def findings(
     for rec in records:
         if rec.status.state == "completed" and rec.spec.cell:
             seeds_by_cell.setdefault(rec.spec.cell, set()).add(rec.spec.seed)
+    runs_per_cell = {c: len(s) for c, s in seeds_by_cell.items()}
     return {
         "axisMethods": list(axis_methods),
         "axis": axes,
         "spearman": {who: _axis_spearman(axis) for who, axis in axes.items()},
-        "rhoCalibration": rho_calibration(reference, {c: len(s) for c, s in seeds_by_cell.items()}, axis_methods),
+        "rhoCalibration": rho_calibration(reference, runs_per_cell, axis_methods),
+        "withoutFamily": without_family(axes, reference, runs_per_cell, axis_methods),
         "drift": drift,
     }
+
+
+def without_family(
+    axes: dict[str, list[dict[str, Any]]],
+    reference: dict[tuple[str, str], list[dict[str, Any]]],
+    runs_per_cell: dict[str, int],
+    axis_methods: Sequence[str],
+) -> dict[str, Any]:
+    """Whether the first finding's comparison rests on one family: per family, clt's and the seed's Spearman rho
+    over the same cells with that family's cells left out, and the seed's rho at clt's run count there
+    (`rho_calibration`). Empty unless clt's cells span two families or more."""
+    families = sorted({a["cell"].split("-")[0] for a in axes["clt"]})
+    out: dict[str, Any] = {}
+    if len(families) < 2:
+        return out
+    for family in families:
+        kept = {who: [a for a in axes[who] if a["cell"].split("-")[0] != family] for who in ("clt", "seedSameCells")}
+        out[family] = {
+            "cells": [a["cell"] for a in kept["clt"]],
+            "clt": _axis_spearman(kept["clt"]),
+            "seedSameCells": _axis_spearman(kept["seedSameCells"]),
+            "rhoCalibration": rho_calibration(
+                reference, {c: k for c, k in runs_per_cell.items() if c.split("-")[0] != family}, axis_methods
+            ),
+        }
+    return out
+
+
+def _without_family_lines(without: dict[str, Any], names: dict[str, str]) -> list[str]:
+    if not without:
+        return []
+
+    def rho(c: dict[str, Any]) -> str:
+        return "-" if c["rho"] is None else f"rho {c['rho']:+.2f}, p {c['p']:.3f}"
+
+    lines = [
+        "Without one family: the same comparison with one family's cells left out, to see whether it rests on one "
+        "family (a family whose cells an erratum makes incomparable with the seed's is read here without them):",
+        "",
+        "| cells | distance | clt | seed, same cells | seed at clt's runs per cell (5-95%) |",
+        "|---|---|---|---|---|",
+    ]
+    for family, w in without.items():
+        for key, name in names.items():
+            cal = (w.get("rhoCalibration") or {}).get(key) or {}
+            a = w["clt"][key]["rho"]
+            where = ""
+            if cal.get("low") is not None and a is not None:
+                where = " (clt inside)" if cal["low"] - 1e-12 <= a <= cal["high"] + 1e-12 else " (clt outside)"
+            band = "-" if cal.get("low") is None else f"{cal['low']:+.2f} to {cal['high']:+.2f}{where}"
+            lines.append(
+                f"| without {family} ({len(w['cells'])} cells) | {name} | {rho(w['clt'][key])} | "
+                f"{rho(w['seedSameCells'][key])} | {band} |"
+            )
+    return [*lines, ""]
 
 
 def _cell_order(cell: str) -> tuple[str, int]:
