@@ -414,6 +414,14 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
     assert sum(g["inside"]["of"] for g in glance.values()) == rep["insideSeedRange"]["of"]
     assert sum(g["byConstruction"] for g in glance.values()) == rep["byConstruction"]["count"]
     assert all(g["rdKendallTau"] == rep["rdRankings"][c]["kendallTau"] for c, g in glance.items())
+    built = {(c["cell"], c["method"], c["quantity"]) for c in rep["byConstruction"]["checks"]}
+    flagged = [(r["cell"], r["method"], n, q["cltMeanInsideSeedRange"]) for r in rep["rows"]
+               for n, q in r["quantities"].items() if q["cltMeanInsideSeedRange"] is not None]  # fmt: skip
+    informative = [f for c, m, n, f in flagged if (c, m, n) not in built]
+    assert 0 < len(built) and len(informative) < len(flagged)  # the lite runs share their task-A model too
+    assert sum(g["informativeInside"]["of"] for g in glance.values()) == len(informative)
+    assert sum(g["informativeInside"]["count"] for g in glance.values()) == sum(informative)
+    assert f"; {sum(informative)} of the {len(informative)} not equal by construction)" in text
     minigrid = sum(g["inside"]["count"] for c, g in glance.items() if c.startswith("minigrid-"))
     assert f"minigrid {minigrid} of " in text and "| minigrid-min | " in text.split("Per cell at a glance")[1]
 

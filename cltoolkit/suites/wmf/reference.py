@@ -176,7 +176,8 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
         "",
         f"clt's runs beside the seed repository's stored runs ({rep.get('source', 'reference')}): per cell and method, "
         "clt's mean [min, max] and the seed's mean (SD) [min, max]; `in` marks clt's mean inside the seed's range "
-        f"({inside['count']} of {inside['of']} quantity-cells). Descriptive: agreement and disagreement alike.",
+        f"({inside['count']} of {inside['of']} quantity-cells{_informative_words(rep.get('perCell'))}). "
+        "Descriptive: agreement and disagreement alike.",
         "",
         "| cell | method | " + " | ".join(QUANTITIES) + " |",
         "|---|---|" + "---|" * len(QUANTITIES),
@@ -269,24 +270,37 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _informative_words(glance: dict[str, Any] | None) -> str:
+    if not glance or not all("informativeInside" in g for g in glance.values()):
+        return ""
+    k = sum(g["informativeInside"]["count"] for g in glance.values())
+    n = sum(g["informativeInside"]["of"] for g in glance.values())
+    return f"; {k} of the {n} not equal by construction"
+
+
 def per_cell(rep: dict[str, Any]) -> dict[str, Any]:
     """Each cell at a glance, from a `reproduction` after `tightness` and `by_construction`: the most runs per method
     in clt and in the seed, the quantity-cells with clt's mean inside the seed's range (of those where both have
-    one), how many of the cell's quantity-cells are equal by construction, the median |z| beside what sampling alone
-    gives, and the RD ranking's Kendall tau."""
-    built: dict[str, int] = {}
-    for check in (rep.get("byConstruction") or {}).get("checks", []):
-        built[check["cell"]] = built.get(check["cell"], 0) + 1
+    one; and of those not equal by construction, the informative ones), how many of the cell's quantity-cells are
+    equal by construction, the median |z| beside what sampling alone gives, and the RD ranking's Kendall tau."""
+    built = {(c["cell"], c["method"], c["quantity"]) for c in (rep.get("byConstruction") or {}).get("checks", [])}
     out: dict[str, Any] = {}
     for cell in sorted({r["cell"] for r in rep["rows"]}):
-        qs = [q for r in rep["rows"] if r["cell"] == cell for q in r["quantities"].values()]
+        keyed = [((r["method"], n), q) for r in rep["rows"] if r["cell"] == cell for n, q in r["quantities"].items()]
+        qs = [q for _, q in keyed]
         flags = [bool(q["cltMeanInsideSeedRange"]) for q in qs if q["cltMeanInsideSeedRange"] is not None]
+        informative = [
+            bool(q["cltMeanInsideSeedRange"])
+            for (m, n), q in keyed
+            if q["cltMeanInsideSeedRange"] is not None and (cell, m, n) not in built
+        ]
         zs = [q for q in qs if q.get("z") is not None]
         out[cell] = {
             "cltRuns": max(q["clt"]["n"] for q in qs),
             "seedRuns": max(q["seed"]["n"] for q in qs),
             "inside": {"count": sum(flags), "of": len(flags)},
-            "byConstruction": built.get(cell, 0),
+            "informativeInside": {"count": sum(informative), "of": len(informative)},
+            "byConstruction": sum(1 for b in built if b[0] == cell),
             "medianAbsZ": float(np.median([abs(q["z"]) for q in zs])) if zs else None,
             "samplingMedianAbsZ": 0.6745 * float(np.median([q["zSampling"] for q in zs])) if zs else None,
             "rdKendallTau": rep["rdRankings"].get(cell, {}).get("kendallTau"),
@@ -302,28 +316,29 @@ def glance_lines(glance: dict[str, Any]) -> list[str]:
 
     lines = [
         "Per cell at a glance: runs per method (clt / seed, the most of any method); clt means inside the seed's "
-        "range, of the quantity-cells where both have one; of those, equal by construction (not evidence); the "
+        "range, of the quantity-cells where both have one, and of the informative ones (those not equal by "
+        "construction: the shared task-A model's fit gain counts once); how many are equal by construction; the "
         "median |z| beside what sampling alone gives; Kendall's tau between the two RD rankings.",
         "",
-        "| cell | runs (clt / seed) | inside the seed's range | equal by construction | median abs z (sampling alone) "
-        "| RD ranking tau |",
-        "|---|---|---|---|---|---|",
+        "| cell | runs (clt / seed) | inside the seed's range | informative: inside | equal by construction "
+        "| median abs z (sampling alone) | RD ranking tau |",
+        "|---|---|---|---|---|---|---|",
     ]
     families: dict[str, list[int]] = {}
     for cell, g in glance.items():
-        inside = g["inside"]
-        total = families.setdefault(cell.split("-", 1)[0], [0, 0])
-        total[0] += inside["count"]
-        total[1] += inside["of"]
+        inside, informative = g["inside"], g.get("informativeInside") or g["inside"]
+        total = families.setdefault(cell.split("-", 1)[0], [0, 0, 0, 0])
+        for i, v in enumerate((inside["count"], inside["of"], informative["count"], informative["of"])):
+            total[i] += v
         lines.append(
             f"| {cell} | {g['cltRuns']} / {g['seedRuns']} | {inside['count']} of {inside['of']} | "
-            f"{g['byConstruction']} | {num(g['medianAbsZ'], '.2f')} ({num(g['samplingMedianAbsZ'], '.2f')}) | "
-            f"{num(g['rdKendallTau'], '.2g')} |"
+            f"{informative['count']} of {informative['of']} | {g['byConstruction']} | "
+            f"{num(g['medianAbsZ'], '.2f')} ({num(g['samplingMedianAbsZ'], '.2f')}) | {num(g['rdKendallTau'], '.2g')} |"
         )
     lines += [
         "",
         "Inside the seed's range by family: "
-        + "; ".join(f"{fam} {k} of {n}" for fam, (k, n) in families.items())
+        + "; ".join(f"{fam} {k} of {n} (informative {ki} of {ni})" for fam, (k, n, ki, ni) in families.items())
         + ".",
     ]
     return lines
