@@ -124,10 +124,17 @@ def _drift_words(drift: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _inside(rho: float | None, cal: dict[str, Any] | None) -> str | None:
+    """ "inside" or "outside" the calibrated 5-95% range; None where either is missing."""
+    if rho is None or not cal or cal.get("low") is None:
+        return None
+    return "inside" if cal["low"] - 1e-12 <= rho <= cal["high"] + 1e-12 else "outside"
+
+
 def _calibration_words(rho: float, cal: dict[str, Any] | None) -> str:
-    if not cal or cal.get("low") is None:
+    where = _inside(rho, cal)
+    if where is None or cal is None:
         return ""
-    where = "inside" if cal["low"] - 1e-12 <= rho <= cal["high"] + 1e-12 else "outside"
     return (
         f"; {where} the 5-95% range of the seed's rho from as many of its own runs per cell "
         f"({cal['low']:+.2f} to {cal['high']:+.2f}, median {cal['median']:+.2f})"
@@ -319,11 +326,9 @@ def _without_family_lines(without: dict[str, Any], names: dict[str, str]) -> lis
     for family, w in without.items():
         for key, name in names.items():
             cal = (w.get("rhoCalibration") or {}).get(key) or {}
-            a = w["clt"][key]["rho"]
-            where = ""
-            if cal.get("low") is not None and a is not None:
-                where = " (clt inside)" if cal["low"] - 1e-12 <= a <= cal["high"] + 1e-12 else " (clt outside)"
-            band = "-" if cal.get("low") is None else f"{cal['low']:+.2f} to {cal['high']:+.2f}{where}"
+            where = _inside(w["clt"][key]["rho"], cal)
+            band = "-" if cal.get("low") is None else f"{cal['low']:+.2f} to {cal['high']:+.2f}"
+            band += f" (clt {where})" if where else ""
             lines.append(
                 f"| without {family} ({len(w['cells'])} cells) | {name} | {rho(w['clt'][key])} | "
                 f"{rho(w['seedSameCells'][key])} | {band} |"

@@ -271,7 +271,7 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
 
 
 def _informative_words(glance: dict[str, Any] | None) -> str:
-    if not glance or not all("informativeInside" in g for g in glance.values()):
+    if not glance:
         return ""
     k = sum(g["informativeInside"]["count"] for g in glance.values())
     n = sum(g["informativeInside"]["of"] for g in glance.values())
@@ -326,7 +326,7 @@ def glance_lines(glance: dict[str, Any]) -> list[str]:
     ]
     families: dict[str, list[int]] = {}
     for cell, g in glance.items():
-        inside, informative = g["inside"], g.get("informativeInside") or g["inside"]
+        inside, informative = g["inside"], g["informativeInside"]
         total = families.setdefault(cell.split("-", 1)[0], [0, 0, 0, 0])
         for i, v in enumerate((inside["count"], inside["of"], informative["count"], informative["of"])):
             total[i] += v
