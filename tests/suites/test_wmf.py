@@ -181,6 +181,63 @@ def test_runs_share_stages_and_are_deterministic(tmp_path: Path) -> None:
     assert other_seed["metrics"]["stages"]["phase-A-rssm"] != first["metrics"]["stages"]["phase-A-rssm"]
 
 
+def test_stage_busy_only_while_another_holder_has_its_lock_and_no_file(tmp_path: Path) -> None:
+    """busy(): a stage is busy while another open file holds its lock (another run training it) and it is not
+    written; never locked, released, or written, it is not."""
+    import fcntl
+    import os
+
+    from cltoolkit.suites.wmf.stages import StageCache
+
+    cache = StageCache(tmp_path)
+    key = {"stage": "phase-A", "seed": 0}
+    assert not cache.busy(key)  # no lock file yet
+    cache.folder.mkdir(parents=True)
+    sha = cache.key_hash(key)
+    holder = os.open(cache.folder / f"{sha}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        assert cache.busy(key)
+        assert not cache.busy({"stage": "reference-B", "seed": 0})  # another stage's lock is free
+        (cache.folder / f"{sha}.pt").write_bytes(b"")
+        assert not cache.busy(key)  # written: get() loads it at once
+        (cache.folder / f"{sha}.pt").unlink()
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        assert not cache.busy(key)
+    finally:
+        os.close(holder)
+
+
+@pytest.mark.parametrize("method", ["wmf.finetuning", "wmf.ug-mtm"])
+def test_a_run_trains_the_task_b_reference_first_while_the_task_a_model_is_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """While another run trains the shared task-A model, a run trains the task-B reference first instead of waiting
+    for it; every value equals the usual order's (all seeds are derived, none drawn in sequence)."""
+    from cltoolkit.suites.wmf.driver import run_cell
+    from cltoolkit.suites.wmf.stages import StageCache
+    from cltoolkit.suites.wmf.suite import make_method
+
+    params = SEED_UG if method == "wmf.ug-mtm" else {}
+    protocol = _tiny(tmp_path)
+    usual = run_cell(protocol, "minigrid-min", make_method(method, params), 0, tmp_path / "a")
+    trained: list[str] = []
+    get = StageCache.get
+
+    def spy(self: StageCache, name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        trained.append(name)
+        return get(self, name, key, *args, **kwargs)
+
+    monkeypatch.setattr(StageCache, "get", spy)
+    monkeypatch.setattr(StageCache, "busy", lambda self, key: key["stage"] == "phase-A")
+    swapped = run_cell(protocol, "minigrid-min", make_method(method, params), 0, tmp_path / "b")
+    stages = [n for n in trained if not n.startswith("data-")]
+    assert stages.index("reference-B-scratch") < min(i for i, n in enumerate(stages) if n.startswith("phase-A-"))
+    assert swapped["reused"] == usual["reused"] == []
+    assert swapped["metrics"] == usual["metrics"]
+    assert swapped["budget"] == usual["budget"]
+
+
 def test_shipped_wmf_protocols_validate_and_plan() -> None:
     from cltoolkit.suites.wmf.suite import WmfSuite
 

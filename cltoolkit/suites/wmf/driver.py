@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -235,18 +236,29 @@ def run_cell(
 
     own = method.own_task_a_model
     arch_a = stream if own else "rssm"
-    stage_a, _ = cache.get(
-        f"phase-A-{arch_a}",
-        {**model_key, "stage": "phase-A", "arch": arch_a, "ug": dict(method.hyperparameters) if own else None},
-        lambda: phase(method.build, "A", True) if own else phase(_plain, "A", False),
-    )
+    key_a = {**model_key, "stage": "phase-A", "arch": arch_a, "ug": dict(method.hyperparameters) if own else None}
+
+    def task_a() -> dict[str, Any]:
+        train_a = partial(phase, method.build, "A", True) if own else partial(phase, _plain, "A", False)
+        value: dict[str, Any] = cache.get(f"phase-A-{arch_a}", key_a, train_a)[0]
+        return value
+
+    def reference_b() -> dict[str, Any]:
+        train_b = partial(phase, _plain, "B", False, "reference-B")
+        value: dict[str, Any] = cache.get("reference-B-scratch", {**model_key, "stage": "reference-B"}, train_b)[0]
+        return value
+
+    # Two runs of one (cell, seed) that start together would both want the shared task-A model first, and the
+    # second would wait on the first's lock for a whole training phase: while another run trains it, this one trains
+    # the task-B reference (which does not depend on it) first. Every seed is derived, so the order changes no value.
+    if cache.busy(key_a):
+        ref_b = reference_b()
+        stage_a = task_a()
+    else:
+        stage_a = task_a()
+        ref_b = reference_b()
     if own:
         method.load_state_dict(stage_a.get("method", {}))
-    ref_b, _ = cache.get(
-        "reference-B-scratch",
-        {**model_key, "stage": "reference-B"},
-        lambda: phase(_plain, "B", False, "reference-B"),
-    )
     ref_a = (
         cache.get(
             "phase-A-rssm",

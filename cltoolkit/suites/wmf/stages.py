@@ -5,8 +5,8 @@ it: the stage's inputs (protocol values, seed, the hashes of the stages it consu
 loaded instead of computing.
 
 The cache lives in the run store (`<store>/.wmf-stages/<hash>.pt`), written atomically; a file lock per hash keeps
-two workers from computing one stage twice (the second waits and loads). Deleting the folder loses nothing but time:
-the same inputs recompute bit-identical stages.
+two workers from computing one stage twice (the second waits and loads; `busy` lets it do other work first).
+Deleting the folder loses nothing but time: the same inputs recompute bit-identical stages.
 
 A stage file holds data only (tensors, lists, numbers: `encode` turns other values into those) and is loaded with
 `torch.load(weights_only=True)`, so a planted file cannot run code; beside it `<hash>.sha256` holds the SHA-256 of
@@ -69,6 +69,22 @@ class StageCache:
     def key_hash(self, key: dict[str, Any]) -> str:
         text = json.dumps({**key, "code": code_fingerprint()}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def busy(self, key: dict[str, Any]) -> bool:
+        """Whether another process is computing the stage of `key` now: it holds the stage's lock and has not
+        written the stage yet (`get` would wait for it)."""
+        sha = self.key_hash(key)
+        lock_path = self.folder / f"{sha}.lock"
+        if (self.folder / f"{sha}.pt").exists() or not lock_path.is_file() or lock_path.is_symlink():
+            return False
+        fd = os.open(lock_path, os.O_RDWR | os.O_NOFOLLOW)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when fd closes
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     def get(
         self,
