@@ -228,6 +228,31 @@ def test_check_fails_on_a_deleted_block_or_folder_and_an_edited_or_deleted_repor
     assert "the results block of a reported protocol is missing" in out.output
 
 
+def test_check_renders_equal_blocks_once_and_still_compares_every_report(toy, cli, monkeypatch) -> None:
+    """The protocol's own block and its stage's results.json are one block: the check renders it once (half of
+    nav4-v1's check was drawing the same figures twice) and compares both report pairs with it."""
+    import cltoolkit.report.render as render
+
+    _ran(toy)
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    calls = []
+    real = render.render_report
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[2].stage)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(render, "render_report", counted)
+    assert cli("report", "-p", "toy-v1", "--check").exit_code == 0
+    assert calls == ["main"]
+    md = toy.reports_dir / "toy-v1" / "main" / "report.md"
+    md.write_text(md.read_text().replace("PASS", "FAIL"))
+    out = cli("report", "-p", "toy-v1", "--check")
+    assert out.exit_code == 1
+    assert "reports/toy-v1/main/report.md: differs" in out.output
+    assert "reports/toy-v1/report.md" not in out.output
+
+
 def test_mixed_component_code_is_refused_or_flagged(toy, cli) -> None:
     store = _ran(toy)
     key = "method:toy.method"

@@ -75,10 +75,17 @@ def _report_pair(project: Project, protocol_id: str, source: str, stage: str) ->
 
 
 def _rendering_problems(
-    project: Project, loaded: LoadedProtocol, source: str, committed: dict[str, Any], records: Sequence[RunRecord]
+    project: Project,
+    loaded: LoadedProtocol,
+    source: str,
+    committed: dict[str, Any],
+    records: Sequence[RunRecord],
+    rendered: dict[str, tuple[str, str]],
 ) -> list[str]:
     """The reports beside a committed results block, rendered again from that block and its records: any
-    difference (an edited PASS, a deleted file) is named with its first differing line."""
+    difference (an edited PASS, a deleted file) is named with its first differing line. `rendered`: the reports
+    already rendered in this check, by block (the protocol's own block and its stage's `results.json` are equal
+    blocks of the same records, and a report is a function of its block and records only)."""
     from cltoolkit.report.render import render_report
 
     try:
@@ -86,7 +93,10 @@ def _rendering_problems(
     except ValueError:
         return []  # the block itself differs from the recomputed one: named by the comparison
     md_path, html_path = _report_pair(project, loaded.id, source, block.stage)
-    md, page = render_report(project, loaded, block, records)
+    key = json.dumps(committed, sort_keys=True)
+    if key not in rendered:
+        rendered[key] = render_report(project, loaded, block, records)
+    md, page = rendered[key]
     problems = []
     for path, text in ((md_path, md), (html_path, page)):
         where = path.relative_to(project.root)
@@ -142,14 +152,15 @@ def check_results(project: Project, ref: str, *, reports: bool = True) -> list[C
         CheckOutcome(where, stage, 0, [problem])
         for where, stage, problem in (_manifest_problems(project, loaded, manifest) if reports else [])
     ]
+    gatekept: dict[tuple[str | None, bool], tuple[Results, list[RunRecord]]] = {}  # a stage's two blocks: once
+    rendered: dict[str, tuple[str, str]] = {}
     for source, committed in blocks:
         stage = committed.get("stage")
-        _, results, records = gatekeep(
-            project,
-            ref,
-            stage=stage if isinstance(stage, str) else None,
-            allow_mixed_code=bool(committed.get("mixedComponentCode")),
-        )
+        key = (stage if isinstance(stage, str) else None, bool(committed.get("mixedComponentCode")))
+        if key not in gatekept:
+            _, results, records = gatekeep(project, ref, stage=key[0], allow_mixed_code=key[1])
+            gatekept[key] = (results, records)
+        results, records = gatekept[key]
         paths = report_paths(project, loaded.id, results.stage)
         fresh = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in paths]})
         now = json.loads(json.dumps(fresh.model_dump(mode="json"), allow_nan=False))
@@ -159,7 +170,7 @@ def check_results(project: Project, ref: str, *, reports: bool = True) -> list[C
             now.pop("componentCode", None)  # a block written before locks pinned code
         changes = [str(c) for c in diff_documents(was, now)]
         if reports:
-            changes += _rendering_problems(project, loaded, source, committed, records)
+            changes += _rendering_problems(project, loaded, source, committed, records, rendered)
         # which records changed comes first: the evidence lines name them by run id
         differences = sorted(changes, key=lambda line: not line.startswith("/evidence/"))
         outcomes.append(CheckOutcome(source, results.stage, len(records), differences))
