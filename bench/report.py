@@ -3,8 +3,9 @@
 Builds a scratch project with the tests' toy suite (100 comparisons x 100 seeds, two tasks, eleven gates),
 writes the records directly (not timed), then times, wall and CPU: the store scan with every seal canonicalized
 (cold: a fresh clone) and with the seals of unchanged files remembered (warm: records this machine wrote or already
-checked), the gatekeeper in process (dry run and full report), and the `clt report` command in fresh processes
-(imports included), once cold and `--repeat` times warm (the warm median is compared with the target).
+checked), the gatekeeper in process (dry run and full report) and its check (`clt report --check`: the committed
+block recomputed, the reports rendered again), and the `clt report` command in fresh processes (imports included),
+once cold and `--repeat` times warm (the warm median is compared with the target).
 Prints one JSON object. Usage: python bench/report.py [--records N] [--keep DIR]
 """
 
@@ -37,6 +38,7 @@ def main() -> int:
     import numpy as np
 
     from cltoolkit.freeze_actions import freeze
+    from cltoolkit.gatekeeper.committed import check_results
     from cltoolkit.gatekeeper.gatekeeper import report_protocol
     from cltoolkit.project import Project
     from cltoolkit.protocol.hashing import protocol_hash
@@ -157,6 +159,7 @@ def main() -> int:
     _, warm_w, warm_c = timed(lambda: store.scan())  # seals of unchanged files remembered
     dry, dry_w, dry_c = timed(lambda: report_protocol(project, "toy-v1", dry_run=True))
     _, full_w, full_c = timed(lambda: report_protocol(project, "toy-v1"))
+    _, check_w, check_c = timed(lambda: check_results(project, "toy-v1"))  # both blocks and both report pairs
     env = {
         **os.environ,
         "CLT_ROOT": str(root),
@@ -193,6 +196,7 @@ def main() -> int:
             "scanWarmSeconds": [warm_w, warm_c],
             "gatekeepSeconds": [dry_w, dry_c],
             "reportSeconds": [full_w, full_c],
+            "checkSeconds": [check_w, check_c],
         },
         "cliColdSeconds": {"wall": cold[0], "cpu": cold[1]},
         "cliSeconds": [{"wall": w, "cpu": c} for w, c in cli],
