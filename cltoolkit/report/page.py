@@ -120,19 +120,25 @@ def _inline(text: str) -> str:
     return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
 
 
+_WITH_RANGE = re.compile(r"(\S+) (\[[^\[\]]*\])")  # "median [min, max]", "estimate [lo, hi]"
+
+
+def _td(cell: str) -> str:
+    """A body cell: a value with its range may break between the two, never inside either (a table of many such
+    columns then fits the page); other short cells (numbers, p-values, decisions) never wrap."""
+    ranged = _WITH_RANGE.fullmatch(cell)
+    if ranged:
+        return f"<td><span class='n'>{ranged[1]}</span> <span class='n'>{ranged[2]}</span></td>"
+    return f"<td class='n'>{cell}</td>" if len(re.sub("<[^>]+>", "", cell)) <= 24 else f"<td>{cell}</td>"
+
+
 def _table_html(table: Table) -> list[str]:
     out: list[str] = []
     for line in table.lines:
         cells = [c.strip() for c in _inline(line).strip("|").split("|")]
         if all(set(c) <= {"-"} for c in cells):
             continue
-        tag = "th" if not out else "td"
-        row = "".join(  # short cells (numbers, p-values, decisions) never wrap mid-value
-            f"<{tag} class='n'>{c}</{tag}>"
-            if tag == "td" and len(re.sub("<[^>]+>", "", c)) <= 24
-            else f"<{tag}>{c}</{tag}>"
-            for c in cells
-        )
+        row = "".join(f"<th>{c}</th>" for c in cells) if not out else "".join(_td(c) for c in cells)
         out.append(("<table>" if not out else "") + "<tr>" + row + "</tr>")
     return [*out, "</table>"] if out else []
 

@@ -420,7 +420,7 @@ def render_report(
     style = (
         "body{font-family:sans-serif;max-width:1180px;margin:auto;padding:0 12px;line-height:1.4}"
         "table{border-collapse:collapse;margin:6px 0;max-width:100%}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}td.n{white-space:nowrap}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}.n{white-space:nowrap}"
         "th{background:#f3f3f3}#verdict{font-size:18px;padding:8px 12px;background:#f6f8fa;border-left:4px solid #444}"
         ".pass{color:#0a7d32}.fail{color:#b00020}.ne{color:#666}.rep{color:#1f4e9c}"
         "figure{margin:12px 0}figcaption{font-weight:bold;margin-bottom:4px}img{max-width:100%;height:auto}"

@@ -49,6 +49,17 @@ def test_tables_headings_and_figure_slots() -> None:
     ]
 
 
+def test_a_value_with_its_range_breaks_between_the_two_never_inside() -> None:
+    """wmf-v3's per-cell table (eight "median [min, max]" columns) grew past a 1400 px page once cells had two
+    different runs: such a cell may now break before its range; a long cell without one wraps as before."""
+    row = "| 1.09e+04 [1.08e+04, 1.1e+04] | -8.13 | a note longer than 24 characters |"
+    table = Table(("| PF | RD | note |", "|---|---|---|", row))
+    assert Page((table,)).html_body().split("\n")[1] == (
+        "<tr><td><span class='n'>1.09e+04</span> <span class='n'>[1.08e+04, 1.1e+04]</span></td>"
+        "<td class='n'>-8.13</td><td>a note longer than 24 characters</td></tr>"
+    )
+
+
 @pytest.mark.parametrize("path", sorted(REPO.glob("reports/**/report.md")), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_committed_report_goes_through_the_model_unchanged(path: Path) -> None:
     text = path.read_text()
