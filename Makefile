@@ -28,8 +28,8 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''
 
 lint: $(STAMP)
-	$(BIN)/ruff check cltoolkit tests bench
-	$(BIN)/ruff format --check cltoolkit tests bench
+	$(BIN)/ruff check cltoolkit tests bench scripts
+	$(BIN)/ruff format --check cltoolkit tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-logo
 

@@ -24,9 +24,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cltoolkit.component_validation import load_protocol  # noqa: E402
 from cltoolkit.registry import registries  # noqa: E402
 from cltoolkit.run.spec import RunSpec  # noqa: E402
-from cltoolkit.validation import load_protocol  # noqa: E402
 
 NOT_COMPARED = {
     "trainingSeconds": "wall-clock time",

@@ -1,0 +1,129 @@
+"""Copy complete groups of run records from a run worktree into this checkout, after checking them.
+
+    python scripts/collect_runs.py wmf-v3 --from ../wt-v3 --commit bc117f7 --cells minigrid-min,dmc-min --seeds 2
+
+A long stage runs in a clean worktree at one commit (README, wmf-v3) while work goes on in the main checkout; its
+records are committed here as groups complete. `--cells`, `--seeds` and `--methods` select runs of the stage as
+`clt run` does; this copies their `record.json` and `log.txt` (atomic writes) only when every selected run is there
+and every record
+
+- verifies against its seal and is `completed`;
+- is a run of this checkout's frozen protocol (its hash is the lock's);
+- was written by `--commit` from a clean tree (`gitDirty` false);
+- carries component code the lock pinned (or a code amendment covers).
+
+Otherwise it copies nothing and prints one line per problem (exit 1). A record already here with the same bytes is
+left alone; one with other bytes is a problem (a committed record is never overwritten). It prints each run's
+wall-clock and the total, the numbers a stage's status note keeps. The project is CLT_ROOT's, else this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cltoolkit._io import atomic_write_bytes  # noqa: E402
+from cltoolkit.component_validation import load_protocol  # noqa: E402
+from cltoolkit.errors import CltError  # noqa: E402
+from cltoolkit.project import find_project  # noqa: E402
+from cltoolkit.protocol.lock import pinned_code_problems, read_lock  # noqa: E402
+from cltoolkit.registry import registries  # noqa: E402
+from cltoolkit.run.record import RunRecord, read_record  # noqa: E402
+from cltoolkit.run.runner import Selection, plan_runs  # noqa: E402
+
+FILES = ("record.json", "log.txt")
+
+
+def _check(record: RunRecord, where: str, digest: str, commit: str, problems: list[str], code: list[str]) -> None:
+    prov = record.provenance
+    if record.status.state != "completed":
+        problems.append(f"{where}: state {record.status.state}, not completed")
+    if record.protocol.sha256 != digest:
+        problems.append(f"{where}: a run of {record.protocol.sha256}, not of the frozen protocol {digest}")
+    if not (prov.gitCommit or "").startswith(commit):
+        problems.append(f"{where}: written at commit {prov.gitCommit}, not {commit}")
+    if prov.gitDirty is not False:
+        problems.append(f"{where}: gitDirty {prov.gitDirty} (runs to commit come from a clean tree)")
+    problems.extend(f"{where}: {line}" for line in code)
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(v for v in text.split(",") if v)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("protocol")
+    parser.add_argument("--from", dest="source", required=True, type=Path, help="the run worktree (its root)")
+    parser.add_argument("--commit", required=True, help="the commit every record must come from (a prefix)")
+    parser.add_argument("--stage", default=None, help="the stage (default: the protocol's first)")
+    parser.add_argument("--cells", default="", help="cells, comma-separated (default: all)")
+    parser.add_argument("--seeds", default="", help="seeds, comma-separated (default: all)")
+    parser.add_argument("--methods", default="", help="comparisons, comma-separated (default: all)")
+    args = parser.parse_args()
+    try:
+        seeds = tuple(int(s) for s in _split(args.seeds))
+        selection = Selection(_split(args.methods), seeds, (), _split(args.cells))
+    except ValueError:
+        print("--seeds takes integers, e.g. --seeds 0,1,2", file=sys.stderr)
+        return 2
+    try:
+        project = find_project(None, start=ROOT)
+        regs = registries(project.components_file)
+        loaded = load_protocol(project.protocol_path(args.protocol), regs)
+        lock = read_lock(project, args.protocol)
+        if lock is None:
+            print(f"{args.protocol}: not frozen (no lock): nothing of it is collected", file=sys.stderr)
+            return 1
+        amendments = loaded.model.status.codeAmendments if loaded.model.status else []
+        stage = loaded.model.stage(args.stage).id
+        points = plan_runs(loaded, stage, selection, regs)
+        problems = selection.unmatched(plan_runs(loaded, stage, Selection(), regs))
+        if not points and not problems:
+            problems.append(f"the selection matches no run of stage {stage!r}")
+        src, dst = args.source / "runs" / args.protocol, project.runs_dir / args.protocol
+        copies: list[tuple[Path, Path, RunRecord]] = []
+        for point in points:
+            folder = src / point.run_id
+            where = str(folder / "record.json")
+            if not (folder / "record.json").exists():
+                problems.append(f"{where}: no record (not run yet, or still running)")
+                continue
+            record = read_record(folder / "record.json")
+            used = {k: v.model_dump() for k, v in (record.provenance.components or {}).items()}
+            code = pinned_code_problems(lock, amendments, used)
+            _check(record, where, lock.sha256, args.commit, problems, code)
+            for name in FILES:
+                mine = dst / point.run_id / name
+                if name == "record.json" and mine.exists() and mine.read_bytes() != (folder / name).read_bytes():
+                    problems.append(f"{mine}: already committed with other content (never overwritten)")
+            copies.append((folder, dst / point.run_id, record))
+    except CltError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        print(f"nothing copied ({len(problems)} problem(s))", file=sys.stderr)
+        return 1
+    total, written = 0.0, 0
+    for folder, target, record in copies:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in FILES:
+            data = (folder / name).read_bytes() if (folder / name).exists() else None
+            if data is not None and not ((target / name).exists() and (target / name).read_bytes() == data):
+                atomic_write_bytes(target / name, data)
+                written += name == "record.json"
+        seconds = record.provenance.wallClockSeconds or 0.0
+        total += seconds
+        print(f"{target.name}: {seconds:,.0f} s")
+    print(f"{len(copies)} run(s) checked, {written} copied into {dst} (the others were here already, the same bytes)")
+    print(f"{total:,.0f} s of run wall-clock")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

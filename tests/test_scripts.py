@@ -1,0 +1,90 @@
+"""The maintainers' scripts (`scripts/`): each starts (an import broken by a module rename fails here), and
+`collect_runs.py` copies a stage's records from a run worktree only when every one of them checks out."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cltoolkit.project import Project
+from cltoolkit.run.record import RunRecord, read_record, write_record
+from tests.conftest import REPO, write
+from tests.toy_suite import toy_protocol
+
+SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
+
+
+def _script(name: str, *args: str, root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CLT_ROOT": str(root), "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, str(REPO / "scripts" / name), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, check=False)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_every_script_starts(script: Path) -> None:
+    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: "), out.stdout
+
+
+def _as_if_committed(path: Path, commit: str, dirty: bool = False) -> RunRecord:
+    """Rewrite a toy record's provenance as a run from a clean worktree at `commit` would have written it (the toy
+    project is not a git repository), sealed again."""
+    record = read_record(path)
+    prov = record.provenance.model_copy(update={"gitCommit": commit, "gitDirty": dirty})
+    new = record.model_copy(update={"provenance": prov})
+    write_record(path, new)
+    return new
+
+
+def test_collect_runs_copies_a_checked_stage_and_refuses_a_bad_one(toy: Project, cli) -> None:
+    write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
+    assert cli("protocol", "freeze", "toy-v1").exit_code == 0
+    worktree = toy.root.parent / "worktree"
+    shutil.copytree(toy.root, worktree)
+    assert cli("--root", str(worktree), "run", "-p", "toy-v1", "--workers", "1").exit_code == 0
+    commit = "ab" * 20
+    for path in (worktree / "runs" / "toy-v1").glob("*/record.json"):
+        _as_if_committed(path, commit)
+    dest = toy.runs_dir / "toy-v1"
+
+    incomplete = worktree / "runs" / "toy-v1" / "base-s1" / "record.json"
+    kept = incomplete.read_bytes()
+    incomplete.unlink()
+    _as_if_committed(worktree / "runs" / "toy-v1" / "cand-s1" / "record.json", commit, dirty=True)
+
+    def collect(*args: str) -> subprocess.CompletedProcess[str]:
+        return _script("collect_runs.py", "toy-v1", "--from", str(worktree), *args, root=toy.root)
+
+    out = collect("--commit", "abab")
+    assert out.returncode == 1
+    lines = out.stderr.splitlines()
+    assert any(line.endswith("base-s1/record.json: no record (not run yet, or still running)") for line in lines)
+    assert any("cand-s1/record.json: gitDirty True" in line for line in lines), lines
+    assert lines[-1] == "nothing copied (2 problem(s))"
+    assert not dest.exists()  # nothing half-copied
+
+    out = collect("--commit", "ff", "--seeds", "0")
+    assert out.returncode == 1 and "written at commit abab" in out.stderr  # another commit's runs
+    out = collect("--commit", "abab", "--seeds", "0")
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in dest.iterdir()) == ["base-s0", "cand-s0"]
+    for run in ("base-s0", "cand-s0"):
+        mine, theirs = dest / run / "record.json", worktree / "runs" / "toy-v1" / run / "record.json"
+        assert mine.read_bytes() == theirs.read_bytes()
+    assert "2 run(s) checked, 2 copied" in out.stdout
+
+    incomplete.write_bytes(kept)
+    _as_if_committed(worktree / "runs" / "toy-v1" / "cand-s1" / "record.json", commit)
+    changed = json.loads((dest / "cand-s0" / "record.json").read_text())
+    (dest / "cand-s0" / "record.json").write_text(json.dumps(changed, indent=1))  # other bytes, committed
+    out = collect("--commit", "abab")
+    assert out.returncode == 1
+    assert "cand-s0/record.json: already committed with other content (never overwritten)" in out.stderr
+    assert not (dest / "cand-s1").exists()
