@@ -8,6 +8,12 @@ record's spec; the script prints one JSON line per run: equal fields, differing 
 the fields left out of the comparison with the reason (wall-clock times; wmf's stage keys, which hash the suite's
 source files and so change with any code edit while the numbers do not). Exit 1 when any compared field differs.
 
+A field that differs only in its last digits (within 4 units in the last place, `lastDigits`) is still a difference,
+but usually the machine's, not the code's: BLAS libraries pick their kernels by CPU at run time, so a rerun on
+another processor generation can round differently (sessions-v1's least-squares fits differ by 1-2 ulp on a
+machine whose OpenBLAS picks other kernels than the one that wrote the records, both named "AMD EPYC"; with
+`OPENBLAS_CORETYPE=SkylakeX` they are bit-identical there). Each line names the record's `hardware` and this machine's.
+
 This is the proof that a refactor of the drivers changed no number (issue: a public method API): the records are
 the ones in `runs/<id>/`, produced at the commit their provenance names.
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from cltoolkit.component_validation import load_protocol  # noqa: E402
 from cltoolkit.registry import registries  # noqa: E402
+from cltoolkit.run.provenance import hardware_text  # noqa: E402
 from cltoolkit.run.spec import RunSpec  # noqa: E402
 
 NOT_COMPARED = {
@@ -50,8 +58,16 @@ def _diff(path: str, old: Any, new: Any, out: list[str], added: list[str]) -> in
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         return sum(_diff(f"{path}/{i}", a, b, out, added) for i, a, b in zip(range(len(old)), old, new, strict=True))
     if old != new or type(old) is not type(new):
-        out.append(f"{path}: committed {old!r}, now {new!r}")
+        close = _last_digits(old, new)
+        out.append(f"{path}: committed {old!r}, now {new!r}" + (" (last digits)" if close else ""))
     return 1
+
+
+def _last_digits(old: Any, new: Any) -> bool:
+    """Two floats within 4 units in the last place of the larger."""
+    if not (isinstance(old, float) and isinstance(new, float) and math.isfinite(old) and math.isfinite(new)):
+        return False
+    return abs(old - new) <= 4 * math.ulp(max(abs(old), abs(new)))
 
 
 def main() -> int:
@@ -97,6 +113,8 @@ def main() -> int:
                         "committedAt": rec["provenance"].get("gitCommit"),
                         "fieldsCompared": compared,
                         "fieldsDiffering": len(lines),
+                        "lastDigits": sum(line.endswith(" (last digits)") for line in lines),
+                        "hardware": {"record": rec["provenance"].get("hardware"), "here": hardware_text()},
                         "differences": lines[:20],
                         "fieldsAdded": added,
                         "notCompared": {k: v for k, v in NOT_COMPARED.items() if k in rec["metrics"]},

@@ -14,6 +14,7 @@ from cltoolkit import __version__
 __all__ = [
     "component_digest",
     "component_source",
+    "cpu_text",
     "git_state",
     "hardware_text",
     "hostname",
@@ -84,17 +85,31 @@ def platform_text() -> str:
     return f"{platform.system()} {platform.release()} {platform.machine()}"
 
 
+def cpu_text(cpuinfo: str, fallback: str) -> str:
+    """The processor as `/proc/cpuinfo`'s first block names it: its model name and, on x86, its family and model
+    numbers (a virtual machine may name only "AMD EPYC"; the numbers tell its generations apart, and with them the
+    kernels BLAS libraries pick at run time, which decide the last digits of their results)."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor's block
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or fallback
+    if "cpu family" in fields and "model" in fields:
+        return f"{name} (family {fields['cpu family']}, model {fields['model']})"
+    return name
+
+
 @functools.cache
 def hardware_text() -> str:
-    """CPU model and logical core count (from /proc/cpuinfo where present)."""
+    """CPU model (family and model numbers on x86) and logical core count, from /proc/cpuinfo where present."""
     import os
 
     model = platform.processor() or platform.machine()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        model = cpu_text(Path("/proc/cpuinfo").read_text(), model)
     except OSError:
         pass
     return f"{model} x{os.cpu_count() or 1}"
