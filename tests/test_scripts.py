@@ -1,5 +1,5 @@
-"""The maintainers' scripts (`scripts/`): each starts (an import broken by a module rename fails here), and
-`collect_runs.py` copies a stage's records from a run worktree only when every one of them checks out."""
+"""The maintainers' scripts (`scripts/`) and benchmarks (`bench/`): each starts (an import broken by a module rename
+fails here), and `collect_runs.py` copies a stage's records from a run worktree only when every one checks out."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from cltoolkit.run.record import RunRecord, read_record, write_record
 from tests.conftest import REPO, write
 from tests.toy_suite import toy_protocol
 
-SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
+SCRIPTS = sorted((REPO / "scripts").glob("*.py")) + sorted((REPO / "bench").glob("*.py"))
 
 
 def _script(name: str, *args: str, root: Path) -> subprocess.CompletedProcess[str]:
@@ -26,7 +26,7 @@ def _script(name: str, *args: str, root: Path) -> subprocess.CompletedProcess[st
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, check=False)
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+@pytest.mark.parametrize("script", SCRIPTS, ids=[f"{p.parent.name}/{p.name}" for p in SCRIPTS])
 def test_every_script_starts(script: Path) -> None:
     out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
