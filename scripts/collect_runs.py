@@ -120,7 +120,8 @@ def main() -> int:
         seconds = record.provenance.wallClockSeconds or 0.0
         total += seconds
         print(f"{target.name}: {seconds:,.0f} s")
-    print(f"{len(copies)} run(s) checked, {written} copied into {dst} (the others were here already, the same bytes)")
+    same = f" ({len(copies) - written} here already, the same bytes)" if written < len(copies) else ""
+    print(f"{len(copies)} run(s) checked, {written} copied into {dst}{same}")
     print(f"{total:,.0f} s of run wall-clock")
     return 0
 
