@@ -97,14 +97,13 @@ def main() -> int:
             used = {k: v.model_dump() for k, v in (record.provenance.components or {}).items()}
             code = pinned_code_problems(lock, amendments, used)
             _check(record, where, lock.sha256, args.commit, problems, code)
-            for name in FILES:
-                mine = dst / point.run_id / name
-                if name == "record.json" and mine.exists() and mine.read_bytes() != (folder / name).read_bytes():
-                    problems.append(f"{mine}: already committed with other content (never overwritten)")
+            mine = dst / point.run_id / "record.json"
+            if mine.exists() and mine.read_bytes() != (folder / "record.json").read_bytes():
+                problems.append(f"{mine}: already committed with other content (never overwritten)")
             copies.append((folder, dst / point.run_id, record))
-    except CltError as exc:
+    except CltError as exc:  # one line per problem, as the command line prints it
         print(str(exc), file=sys.stderr)
-        return 1
+        return exc.exit_code
     if problems:
         print("\n".join(problems), file=sys.stderr)
         print(f"nothing copied ({len(problems)} problem(s))", file=sys.stderr)
