@@ -36,9 +36,12 @@ def test_no_heavy_imports(args: list[str]) -> None:
     assert out.stdout.strip() == "", f"heavy modules imported: {out.stdout}"
 
 
-# Ctrl-C at a chosen moment of start-up: when `module` is first imported, or (None) when the command line starts
+# Ctrl-C at a chosen moment of start-up: when `module` is first imported, or (None) when the command line starts.
+# SIGINT gets Python's own handler first, as at a terminal: a shell without job control starts a background command
+# with SIGINT ignored, and Python then leaves it ignored (the test would see a clean exit 0, not the interrupt).
 CTRL_C_AT = """
 import builtins, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.argv = ["clt", "--help"]
 at = {module!r}
 real = builtins.__import__
