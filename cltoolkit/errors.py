@@ -22,6 +22,7 @@ __all__ = [
     "CltError",
     "DataAccessViolation",
     "InputError",
+    "NonFiniteValue",
     "Problem",
     "Refusal",
     "UnknownNameError",
@@ -86,6 +87,18 @@ class CheckFailed(CltError):
 class BudgetViolation(RuntimeError):
     """A method spent what the suite did not give it (updates outside the suite's loop, more replay than declared):
     the run fails with this reason, which the report lists among the failed runs."""
+
+
+class NonFiniteValue(RuntimeError):
+    """A loss term, a gradient or a parameter became NaN or infinite during training: the run ends as failed with a
+    reason that starts with `non-finite:` and names the task, the update, the term and the hook that produced it.
+    Never a silently dropped update, never a budget violation (the report lists such runs first)."""
+
+    PREFIX = "non-finite:"
+
+    def __init__(self, task: str, update: int, term: str, hook: str) -> None:
+        self.task, self.update, self.term, self.hook = task, update, term, hook
+        super().__init__(f"{self.PREFIX} {term} in task {task}, update {update} (after hook {hook})")
 
 
 class DataAccessViolation(RuntimeError):

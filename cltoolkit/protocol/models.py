@@ -109,9 +109,16 @@ class Budget(Strict):
     interactionsPerTask: int | None = Field(default=None, ge=1, le=10**10)
     """Environment interactions per task phase (null where the suite has no environment interaction)."""
     gradientUpdatesPerTask: int | None = Field(default=None, ge=0, le=10**9)
-    """Gradient updates per task phase, where the protocol fixes them."""
+    """Gradient updates per task phase, where the protocol fixes them: a phase that would take more optimiser steps
+    is a budget violation."""
     memoryCapacity: int | None = Field(default=None, ge=0, le=10**9)
-    """Replay memory capacity in transitions, where a comparison has one."""
+    """Replay memory capacity in transitions, where a comparison has one: a suite memory larger than this is a
+    budget violation (nav4: `learner.new_memory`; wmf: the transitions of the earlier tasks' training sets a method
+    replays)."""
+    unaccountedSamples: Literal["violation", "replay"] = "violation"
+    """Samples that reach the model with gradients inside an update and are neither the update's own data nor drawn
+    from the suite's memory (a method's private buffer): `violation` fails the run, naming the update; `replay`
+    charges them as replayed samples (and their share of the step as a replay update)."""
     fairness: str = ""
     """The fairness clause in words."""
     match: list[BudgetMatch] = Field(default_factory=list)

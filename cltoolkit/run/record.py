@@ -35,6 +35,7 @@ __all__ = [
     "Provenance",
     "ReplacedRecord",
     "RunRecord",
+    "SampleLedger",
     "read_record",
     "record_seal",
     "seal_record_file",
@@ -106,6 +107,23 @@ class ReplacedRecord(Strict):
     """When the new run started (UTC)."""
 
 
+class SampleLedger(Strict):
+    """What reached the model, by origin, counted by the suite at the model's input (not reported by the method)."""
+
+    task: int = Field(ge=0)
+    """Samples of the updates' own data (the task's training data the suite drew), summed over optimiser steps."""
+    memory: int = Field(ge=0)
+    """Samples drawn from the suite's memory (replay), summed over optimiser steps."""
+    other: int = Field(ge=0)
+    """Samples that reached the model with gradients inside an update and were neither (a method's private buffer):
+    charged as replay or a budget violation, as `otherPolicy` says."""
+    bookkeeping: int = Field(ge=0)
+    """Samples a method passed through the model without gradients or outside the updates (its own bookkeeping:
+    Fisher estimates, distillation targets)."""
+    otherPolicy: Literal["violation", "replay"]
+    """The protocol's `budget.unaccountedSamples`."""
+
+
 class Ledger(Strict):
     """Compute spent by the run, counted by the driver."""
 
@@ -134,6 +152,8 @@ class Ledger(Strict):
     """Frames the run itself rendered (shared data stages it collected, not reused); 0 where not counted."""
     parameters: int | None = None
     """Trainable parameters of the final model."""
+    samples: SampleLedger | None = None
+    """What reached the model, by origin (None in records of drivers that did not count it: the report says so)."""
 
 
 class ComponentSource(Strict):
@@ -339,6 +359,8 @@ def write_record(path: Path, record: RunRecord) -> str:
     data = record.model_dump(mode="json")
     if data.get("replaces") is None:
         data.pop("replaces", None)  # records that replaced nothing keep the shape they always had
+    if data["budget"].get("samples") is None:
+        data["budget"].pop("samples", None)  # as records of drivers that do not count samples always were
     data["seal"] = record_seal(data)
     write_json(path, data)
     return str(data["seal"])

@@ -52,7 +52,7 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
         if bad is not None:
             return {
                 "state": "failed",
-                "reason": f"{bad}: the run produced a non-finite value (NaN or infinity), which a record cannot "
+                "reason": f"non-finite: {bad}: the run produced a NaN or an infinity, which a record cannot "
                 f"hold; method {spec.method!r} diverged or returned an invalid score",
             }
         return {
@@ -67,6 +67,10 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
         }
     except Exception as exc:  # a failed run: recorded, never retried
         traceback.print_exc()
+        from cltoolkit.errors import NonFiniteValue
+
+        if isinstance(exc, NonFiniteValue):  # its own kind of failure, named by its reason's first word
+            return {"state": "failed", "reason": str(exc)}
         return {"state": "failed", "reason": traceback.format_exception_only(type(exc), exc)[-1].strip()}
 
 

@@ -23,12 +23,14 @@ import torch
 from minigrid.core.world_object import Door
 from torch import nn
 
-from cltoolkit.errors import BudgetViolation, DataAccessViolation
+from cltoolkit.errors import BudgetViolation, DataAccessViolation, NonFiniteValue
+from cltoolkit.suites.guards import SampleCounter, check_finite, overrides, unchanged
 from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Rollout, _suite_rollout
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, Nav4Env
 from cltoolkit.suites.nav4.net import Net
+from cltoolkit.suites.step import Step
 
-__all__ = ["AgentLedger", "Learner", "Net", "Reservoir", "VecTasks", "evaluate", "state_checksum"]
+__all__ = ["AgentLedger", "Learner", "Limits", "Net", "Reservoir", "VecTasks", "evaluate", "state_checksum"]
 
 T = TypeVar("T")
 
@@ -43,6 +45,22 @@ class AgentLedger:
     replayUpdates: float = 0.0
     replaySamples: int = 0
     samplesProcessed: int = 0
+    otherSamples: int = 0
+    """Samples that reached the network with gradients inside an update and were neither the update's data nor drawn
+    from the suite's memory (a method's private buffer)."""
+    bookkeepingSamples: int = 0
+    """Samples a method passed through the network without gradients, or outside every update (its own
+    bookkeeping: importances, distillation targets)."""
+
+    def samples(self, policy: str) -> dict[str, int | str]:
+        """The record's `budget.samples`: what reached the network, by origin, counted by the suite."""
+        return {
+            "task": self.samplesProcessed - self.replaySamples,
+            "memory": self.replaySamples - (self.otherSamples if policy == "replay" else 0),
+            "other": self.otherSamples,
+            "bookkeeping": self.bookkeepingSamples,
+            "otherPolicy": policy,
+        }
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -120,11 +138,17 @@ class Reservoir:
     it is counted in the run's ledger as it is drawn."""
 
     def __init__(
-        self, capacity: int, obs_shape: tuple[int, ...], rng: np.random.Generator, ledger: AgentLedger
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        rng: np.random.Generator,
+        ledger: AgentLedger,
+        counter: SampleCounter | None = None,
     ) -> None:
         self.capacity = capacity
         self.rng = rng
         self.ledger = ledger
+        self.counter = counter
         self.seen = 0
         self.obs = np.zeros((capacity, *obs_shape), dtype=np.uint8)
         self.actions = np.zeros(capacity, dtype=np.int64)
@@ -176,7 +200,10 @@ class Reservoir:
             "logits": self.logits[idx],
             "task": self.task[idx].astype(np.int64),
         }
-        return {key: torch.from_numpy(v).to(device) for key, v in arrays.items()}
+        out = {key: torch.from_numpy(v).to(device) for key, v in arrays.items()}
+        if self.counter is not None:
+            self.counter.drew(out["obs"])
+        return out
 
     def contents(self) -> dict[str, int]:
         """Transitions held per task index (disclosed)."""
@@ -197,16 +224,23 @@ def state_checksum(net: nn.Module, memory: Reservoir | None) -> str:
 
 
 def _guarded(net: nn.Module, hook: str, call: Callable[[], T]) -> T:
-    """Run a method hook that must not change the network's weights: a change is an update the suite did not make
-    or count, so the run fails as a budget violation."""
-    before = [p.detach().clone() for p in net.parameters()]
-    out = call()
-    if any(not torch.equal(b, p.detach()) for b, p in zip(before, net.parameters(), strict=True)):
-        raise BudgetViolation(
-            f"the method's {hook} changed the network's weights outside the suite's updates: every update is the "
-            "suite's, counted in the budget"
-        )
-    return out
+    """Run a method hook that must not change the network's weights (compared bit for bit, so a NaN the suite's own
+    step produced is never blamed on a hook): a change is an update the suite did not make or count, so the run
+    fails as a budget violation."""
+    return unchanged(net.named_parameters, hook, call, "the network's weights")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The protocol's budget fields that bind a learner (None: not declared)."""
+
+    memory_capacity: int | None = None
+    """`budget.memoryCapacity`: the most transitions a suite memory may hold."""
+    updates_per_task: int | None = None
+    """`budget.gradientUpdatesPerTask`: the most optimiser steps per task phase (a joint phase of k tasks: k x)."""
+    unaccounted: str = "violation"
+    """`budget.unaccountedSamples`: what samples of neither the update's data nor the suite's memory are
+    (`violation`: the run fails; `replay`: they are charged as replayed samples)."""
 
 
 @dataclass
@@ -223,8 +257,11 @@ class Learner:
     """Torch device of the network (initialised on the CPU, then moved: every device starts from one init)."""
     task: int = field(init=False, default=0)
     """Task index of the phase in progress."""
+    limits: Limits = field(default_factory=Limits)
     net: nn.Module = field(init=False)
     memory: Reservoir | None = field(init=False, default=None)
+    phase: str = field(init=False, default="")
+    """The phase in progress (its task id, `joint`), for the names in a failure."""
 
     def __post_init__(self) -> None:
         torch.manual_seed(self.seed)
@@ -235,14 +272,32 @@ class Learner:
             raise TypeError(f"network() must return a torch.nn.Module, got {type(net).__name__}")
         self.net = net.to(self.device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.params.learningRate, eps=1e-5)
+        self.counter = SampleCounter(self.net)
+        self.steps = 0
+        """Optimiser steps taken in the phase in progress."""
+        self._after_backward = overrides(self.method, Nav4Method, "after_backward")
+        self._after_step = overrides(self.method, Nav4Method, "after_step")
 
     def new_memory(self, capacity: int) -> Reservoir:
         """A fixed-capacity reservoir memory for the method (one per learner), drawing from the learner's
         generator; `evaluate` checks that evaluation leaves it unchanged."""
         if self.memory is not None:
             raise ValueError("this learner already has a memory")
-        self.memory = Reservoir(capacity, (len(CHANNELS), self.canvas, self.canvas), self.rng, self.ledger)
+        cap = self.limits.memory_capacity
+        if cap is not None and capacity > cap:
+            raise BudgetViolation(
+                f"budget.memoryCapacity: the method asked for a memory of {capacity} transitions; the protocol "
+                f"declares at most {cap}"
+            )
+        shape = (len(CHANNELS), self.canvas, self.canvas)
+        self.memory = Reservoir(capacity, shape, self.rng, self.ledger, self.counter)
         return self.memory
+
+    def hook(self, name: str, call: Callable[[], T]) -> T:
+        """A method hook outside the updates (task boundaries, `observe`): it must not change the weights, and the
+        samples it passes through the network are counted as bookkeeping."""
+        with self.counter.armed():
+            return _guarded(self.net, name, call)
 
     def parameters_count(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
@@ -294,14 +349,26 @@ class Learner:
         steps: int,
         task_index: Callable[[int], int],
         on_iteration: Callable[[int], None] | None = None,
+        *,
+        phase_tasks: int = 1,
     ) -> list[float]:
-        """Collect `steps` interactions (rounded up to whole rollouts) and update after each rollout.
-        Returns the training success rate per rollout (episodes finished in it)."""
+        """Collect `steps` interactions (rounded up to whole rollouts) and update after each rollout (a phase over
+        `phase_tasks` tasks: the joint regime's phase spends that many tasks' budgets). Returns the training success
+        rate per rollout (episodes finished in it)."""
         p = self.params
         ledger = self.ledger
         n, t_len = len(vec.envs), p.rolloutSteps
         iterations = math.ceil(steps / (n * t_len))
         self.task = int(task_index(0))
+        self.steps = 0
+        planned = iterations * p.epochs * p.minibatches
+        cap = self.limits.updates_per_task
+        if cap is not None and planned > cap * phase_tasks:
+            raise BudgetViolation(
+                f"budget.gradientUpdatesPerTask: phase {self.phase or self.task} takes {planned} optimiser steps "
+                f"({iterations} rollouts x {p.epochs} epochs x {p.minibatches} minibatches); the protocol declares "
+                f"at most {cap} per task"
+            )
         curve = []
         for it in range(iterations):
             obs_buf = np.zeros((t_len, n, *vec.obs.shape[1:]), dtype=np.uint8)
@@ -339,7 +406,7 @@ class Learner:
             }
             tasks = np.array([task_index(i % n) for i in range(n)] * t_len, dtype=np.int8)
             rollout = _suite_rollout(batch, tasks)
-            _guarded(self.net, "observe", partial(self.method.observe, self, rollout))
+            self.hook("observe", partial(self.method.observe, self, rollout))
             self._update(batch)
             curve.append(float(np.mean(successes)) if successes else 0.0)
             if on_iteration is not None:
@@ -347,29 +414,74 @@ class Learner:
         return curve
 
     def _update(self, batch: dict[str, np.ndarray]) -> None:
-        p, ledger = self.params, self.ledger
+        p, ledger, counter = self.params, self.ledger, self.counter
         size = len(batch["actions"])
         mb = size // p.minibatches
+        phase = self.phase or str(self.task)
         for _ in range(p.epochs):
             order = self.rng.permutation(size)
             for k in range(p.minibatches):
                 idx = order[k * mb : (k + 1) * mb]
                 new = {key: torch.from_numpy(v[idx]).to(self.device) for key, v in batch.items()}
-                loss = self.policy_loss(new)
-                ledger.samplesProcessed += len(idx)
-                replayed_before = ledger.replaySamples
-                minibatch = Nav4Minibatch(new, len(idx))
-                term = _guarded(self.net, "extra_loss", partial(self.method.extra_loss, self, minibatch))
-                if term is not None:
-                    loss = loss + term
+                with counter.armed():
+                    counter.begin_update(new["obs"])
+                    with counter.suite_call():
+                        loss = self.policy_loss(new)
+                    check_finite(loss, phase, self.steps, "the suite's PPO loss", "none")
+                    ledger.samplesProcessed += len(idx)
+                    replayed_before = ledger.replaySamples
+                    minibatch = Nav4Minibatch(new, len(idx))
+                    term = _guarded(self.net, "extra_loss", partial(self.method.extra_loss, self, minibatch))
+                    losses = {"suite": loss.detach()}
+                    last_hook = "none"
+                    if term is not None:
+                        check_finite(term, phase, self.steps, "the method's extra_loss term", "extra_loss")
+                        losses["extra"] = term.detach()
+                        loss = loss + term
+                        last_hook = "extra_loss"
+                    self.opt.zero_grad()
+                    loss.backward()
+                    step = Step(phase, self.steps, self.opt, losses, loss.detach())
+                    if self._after_backward:
+                        _guarded(self.net, "after_backward", partial(self.method.after_backward, self, step))
+                        last_hook = "after_backward"
+                    other = counter.end_update()
+                if other:
+                    self._charge_other(other, phase)
                 replayed = ledger.replaySamples - replayed_before
                 share_new = mb / (mb + replayed) if replayed else 1.0
-                self.opt.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.net.parameters(), p.maxGradNorm)
+                norm = nn.utils.clip_grad_norm_(self.net.parameters(), p.maxGradNorm)
+                if not bool(torch.isfinite(norm)):
+                    raise NonFiniteValue(phase, self.steps, f"a gradient (norm {float(norm)})", last_hook)
                 self.opt.step()
+                self.steps += 1
                 ledger.gradientUpdates += share_new
                 ledger.replayUpdates += 1.0 - share_new
+                if self._after_step:
+                    with counter.armed():
+                        _guarded(self.net, "after_step", partial(self.method.after_step, self, step))
+
+    def _charge_other(self, other: int, phase: str) -> None:
+        """Samples of an update that were neither its data nor the suite's memory: a budget violation, or replayed
+        samples, as the protocol declares (`budget.unaccountedSamples`)."""
+        self.ledger.otherSamples += other
+        if self.limits.unaccounted == "replay":
+            self.ledger.replaySamples += other
+            self.ledger.samplesProcessed += other
+            return
+        raise BudgetViolation(
+            f"budget.unaccountedSamples: in phase {phase}, update {self.steps}, {other} sample(s) reached the network "
+            "with gradients that were neither the update's data nor drawn from the suite's memory (a private buffer?); "
+            "the protocol declares such samples a violation (draw replay from `learner.new_memory`, or declare "
+            '`"unaccountedSamples": "replay"` in a new version)'
+        )
+
+    def check_parameters(self) -> None:
+        """At a phase's end: every parameter finite (a step cannot make one NaN from finite gradients; a method's
+        surgery can)."""
+        for name, value in self.net.named_parameters():
+            if not bool(torch.isfinite(value.detach()).all()):
+                raise NonFiniteValue(self.phase or str(self.task), self.steps, f"parameter {name}", "end of phase")
 
     def policy_loss(self, b: Mapping[str, torch.Tensor], normalize: bool = True) -> torch.Tensor:
         """The PPO loss of a batch with stored behaviour log-probabilities and advantages (normalised over the

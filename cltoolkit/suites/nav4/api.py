@@ -20,11 +20,21 @@ A method decides:
 - `extra_loss(learner, minibatch)`: a term added to the PPO loss of every minibatch (replayed samples drawn from
   the memory, penalties, distillation). Replayed samples are counted by the memory as they are drawn; the suite
   splits the update between gradient and replay updates by those counts.
+- `after_backward(learner, step)` / `after_step(learner, step)`: around every optimiser step, with the optimiser
+  and the step's loss terms (`cltoolkit.suites.step.Step`, whose docstring fixes the call order): gradients may be
+  changed after backward (before the suite's clipping and step); nothing may change parameter values.
+- `diagnostics()`: extra numbers for the record (`metrics.methodDiagnostics`) and the report.
 - `state_dict` / `load_state_dict`: the method's own state.
 
 Enforced, not documented: a hook that changes the network's weights (an update the suite did not make and so did
 not count) fails the run as a budget violation, named in the report; a method whose `data_access` asks for more
-than training data is refused by `clt protocol validate`; a memory accepts suite-made rollouts only.
+than training data is refused by `clt protocol validate`; a memory accepts suite-made rollouts only, and holds at
+most the protocol's `budget.memoryCapacity`; a phase takes at most `budget.gradientUpdatesPerTask` optimiser steps.
+The suite counts every sample that reaches the network (a pre-hook on its forward): the update's own data, samples
+drawn from the suite's memory, and the rest (`other`: a private buffer, copies kept from rollouts), which the
+protocol's `budget.unaccountedSamples` makes a budget violation (the default) or charges as replay; forwards without
+gradients or outside the updates are counted as the method's bookkeeping. A NaN or infinity in a loss term, a
+gradient or a parameter fails the run as `non-finite`, naming the task, the update, the term and the hook.
 
 Mapping from the anchors: Avalanche's `before_training_exp` / `after_training_exp` are `begin_task` / `end_task`,
 `after_training_iteration` with the experience's data is `observe`, a `before_backward` loss edit is `extra_loss`
@@ -47,6 +57,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from cltoolkit.suites.nav4.agent import Learner
+    from cltoolkit.suites.step import Step
 
 __all__ = [
     "Minibatch",
@@ -55,6 +66,7 @@ __all__ = [
     "Nav4TaskEnd",
     "Nav4TaskStart",
     "Rollout",
+    "Step",
     "TaskEnd",
     "TaskStart",
 ]
@@ -159,8 +171,20 @@ class Nav4Method(Method):
         """A term added to the minibatch's PPO loss (None: nothing)."""
         return None
 
+    def after_backward(self, learner: Learner, step: Step) -> None:
+        """Gradients are in `p.grad` (before the suite clips them and steps): change them here (projections,
+        masks), never the parameters. Called only if the method defines it."""
+
+    def after_step(self, learner: Learner, step: Step) -> None:
+        """The step is taken: read the new parameters (path integrals); change nothing. Called only if the method
+        defines it."""
+
     def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
         """A phase is over (importances, snapshots)."""
+
+    def diagnostics(self) -> dict[str, float | None]:
+        """Extra numbers for the record and the report (e.g. a penalty's size, an importance's range)."""
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         """The method's own state."""
@@ -171,7 +195,11 @@ class Nav4Method(Method):
 
 
 def __getattr__(attr: str) -> Any:
-    """`Learner` on first use (it imports torch): for annotations in a method's module."""
+    """`Learner` on first use (it imports torch), `Step`: for annotations in a method's module."""
+    if attr == "Step":
+        from cltoolkit.suites.step import Step
+
+        return Step
     if attr == "Learner":
         import importlib
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from cltoolkit.suites.nav4.agent import _guarded
 from cltoolkit.suites.nav4.api import Nav4Method, Nav4TaskEnd, Nav4TaskStart
 from cltoolkit.suites.nav4.layouts import cached_held_out, layout_pool
 from cltoolkit.suites.nav4.models import Nav4Protocol
@@ -35,7 +34,7 @@ def run(
     """One run of `method` (its hooks only: `api.py`) under its declared regime."""
     import torch
 
-    from cltoolkit.suites.nav4.agent import AgentLedger, Learner, VecTasks, evaluate
+    from cltoolkit.suites.nav4.agent import AgentLedger, Learner, Limits, VecTasks, evaluate
 
     params = method.params
     torch.set_num_threads(params.torchThreads)
@@ -51,6 +50,8 @@ def run(
     vals = {t: list(held[t]["validation"]) for t in tasks}
     bonus = (params.subgoalBonus.keyPickup, params.subgoalBonus.doorOpen)
     ledger = AgentLedger()
+    declared = protocol.budget
+    limits = Limits(declared.memoryCapacity, declared.gradientUpdatesPerTask, declared.unaccountedSamples)
     seed = protocol.stream_seed(seed, order)  # nav4-v1: the seed itself; later versions may add the task order
     rng = np.random.default_rng([seed, 1])
     kw = {"size": size, "max_steps": limit, "min_path": min_path}
@@ -80,13 +81,15 @@ def run(
         hook = curve_hook(learner, phase_tasks[0], vec, label, iterations)
         name = phase_tasks[0] if len(phase_tasks) == 1 else "joint"
         start_ = Nav4TaskStart(name, index, tuple(phase_tasks), steps)
-        _guarded(learner.net, "begin_task", lambda: method.begin_task(learner, start_))
-        learner.train(vec, steps, task_of, on_iteration=hook)
+        learner.phase = name
+        learner.hook("begin_task", lambda: method.begin_task(learner, start_))
+        learner.train(vec, steps, task_of, on_iteration=hook, phase_tasks=len(phase_tasks))
+        learner.check_parameters()
         last = method.regime != "sequential" or index == len(tasks) - 1
-        _guarded(learner.net, "end_task", lambda: method.end_task(learner, Nav4TaskEnd(name, index, last)))
+        learner.hook("end_task", lambda: method.end_task(learner, Nav4TaskEnd(name, index, last)))
 
     if method.regime == "sequential":
-        learner = Learner(params, canvas, seed, ledger, method, device)
+        learner = Learner(params, canvas, seed, ledger, method, device, limits)
         matrix = []
         for i, task in enumerate(tasks):
             phase(learner, i, [task], budget, f"{task} (phase {i + 1})", _constant(i))
@@ -98,20 +101,21 @@ def run(
         phases = list(tasks)
         models = [learner]
     elif method.regime == "joint":
-        learner = Learner(params, canvas, seed, ledger, method, device)
+        learner = Learner(params, canvas, seed, ledger, method, device, limits)
         phase(learner, 0, list(tasks), budget * len(tasks), f"joint ({tasks[0]} validation)", lambda k: k % len(tasks))
         row = [evaluate(learner, t, tests[t], greedy, ledger, **kw) for t in tasks]
         matrix, phases, models = [row], ["joint"], [learner]
     else:  # specialists: a fresh learner per task, each evaluated on its own task
         row, models = [], []
         for i, task in enumerate(tasks):
-            learner = Learner(params, canvas, seed * 1000 + i, ledger, method, device)
+            learner = Learner(params, canvas, seed * 1000 + i, ledger, method, device, limits)
             phase(learner, i, [task], budget, f"{task} specialist", _constant(i))
             row.append(evaluate(learner, task, tests[task], greedy, ledger, **kw))
             models.append(learner)
             _log(f"{task} specialist done after {time.monotonic() - start:.0f} s: test success {row[-1]:.2f}")
         matrix, phases = [row], ["specialists"]
     memory = models[0].memory
+    diagnostics = method.diagnostics()
     from cltoolkit.suites.nav4.analysis import METRICS, matrix_value
 
     r = np.asarray(matrix, dtype=float)
@@ -140,6 +144,8 @@ def run(
                 "tasks": list(tasks),
             },
             "trainingSeconds": round(time.monotonic() - start, 2),
+            **({"methodDiagnostics": diagnostics} if diagnostics else {}),
         },
-        "budget": ledger.as_dict() | {"parameters": sum(m.parameters_count() for m in models)},
+        "budget": ledger.as_dict()
+        | {"parameters": sum(m.parameters_count() for m in models), "samples": ledger.samples(limits.unaccounted)},
     }

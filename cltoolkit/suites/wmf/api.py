@@ -12,8 +12,11 @@ every evaluation (PF, RD, FT, reconstructions, d_trans) on held-out data. A meth
 - `sampling(task)`: what each update's windows are drawn from: the task's `TrainingSet` and any kept earlier
   `TrainingSet` (replay), with counts per batch. The suite draws the windows and counts replayed ones.
 - `extra_loss(model, batch)`: a term added to the world-model loss of every update (penalties, distillation).
+- `after_backward(model, step)` / `after_step(model, step)`: around every optimiser step of the method's phases,
+  with the optimiser and the step's loss terms (`cltoolkit.suites.step.Step`, whose docstring fixes the call order):
+  gradients may be changed after backward, before the step; nothing may change parameter values.
 - `end_task(model, task)`: what to keep once a task's training is over (importances, anchors, data to replay).
-- `diagnostics()`: extra numbers for the record (never a suite metric's name).
+- `diagnostics()`: extra numbers for the record (never a suite metric's name) and the report.
 - `state_dict` / `load_state_dict`: the method's own state (tensors, numbers, lists), saved with cached stages.
 
 What a method cannot do is enforced: it is handed training data only (`TrainingSet`, made by the suite alone;
@@ -22,7 +25,13 @@ refused), so replay from evaluation data cannot be written; the only held-out-de
 a method that declares `uses_importance_set` (WorldModelsBenchmark's EWC design), is a set of task-A latents the suite
 encodes from transitions disjoint from D_A, never frames. The suite counts every update and every replayed window; a
 hook that changes an existing parameter's values outside the suite's updates is recorded as a budget violation (the
-run fails with that reason, listed in the report).
+run fails with that reason, listed in the report). The suite also counts every frame that reaches the model's
+encoder with gradients inside an update (a pre-hook on `model.vae.encoder`): frames of neither the update's windows
+(the task's and the replayed ones the suite drew) are `other` (a private buffer), a budget violation or charged as
+replay as the protocol's `budget.unaccountedSamples` declares; passes without gradients or outside the updates are
+the method's bookkeeping. The replayed transitions a method keeps are bounded by `budget.memoryCapacity`, a phase's
+updates by `budget.gradientUpdatesPerTask`. A NaN or infinity in a loss term or a gradient ends the run as
+`non-finite` (task, update, term, hook) unless the protocol declares `training.nonFinite` skip with a cap.
 
 Mapping from the anchors: Avalanche's `before_training_exp` / `after_training_exp` are `begin_task` / `end_task`,
 its `before_backward` loss edit is `extra_loss`, `DynamicModule.adaptation` is the surgery in `begin_task` (the
@@ -43,6 +52,7 @@ from cltoolkit.components import Method
 if TYPE_CHECKING:
     import torch
 
+    from cltoolkit.suites.step import Step
     from cltoolkit.suites.wmf.envs import Episodes
     from cltoolkit.suites.wmf.world import RSSM
 
@@ -51,6 +61,7 @@ __all__ = [
     "Minibatch",
     "ModelSpec",
     "Sampling",
+    "Step",
     "TaskEnd",
     "TaskStart",
     "TrainingSet",
@@ -225,6 +236,13 @@ class WorldModelMethod(Method):
         """A term added to every update's loss (None: nothing)."""
         return None
 
+    def after_backward(self, model: RSSM, step: Step) -> None:
+        """Gradients are in `p.grad`, before the step: change them here (projections, masks), never the parameters.
+        Called only if the method defines it."""
+
+    def after_step(self, model: RSSM, step: Step) -> None:
+        """The step is taken: read the new parameters; change nothing. Called only if the method defines it."""
+
     def end_task(self, model: RSSM, task: TaskEnd) -> None:
         """What to keep after a task (importances, anchors, a TrainingSet to replay). Must not change the model."""
 
@@ -241,7 +259,11 @@ class WorldModelMethod(Method):
 
 
 def __getattr__(attr: str) -> Any:
-    """`RSSM` on first use (it imports torch): for annotations in a method's module."""
+    """`RSSM` on first use (it imports torch), `Step`: for annotations in a method's module."""
+    if attr == "Step":
+        from cltoolkit.suites.step import Step
+
+        return Step
     if attr == "RSSM":
         import importlib
 

@@ -8,7 +8,8 @@ own. Every seed below is derived from the run seed and the stage's role, never f
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ import numpy as np
 import torch
 
 from cltoolkit.errors import BudgetViolation
+from cltoolkit.suites.guards import SampleCounter, overrides, unchanged
+from cltoolkit.suites.step import Step
 from cltoolkit.suites.wmf import evaluate as ev
 from cltoolkit.suites.wmf.api import (
     ImportanceSet,
@@ -32,7 +35,7 @@ from cltoolkit.suites.wmf.api import (
 from cltoolkit.suites.wmf.envs import Episodes, collect, make_env
 from cltoolkit.suites.wmf.models import Family, TaskRef, WmfProtocol
 from cltoolkit.suites.wmf.stages import StageCache
-from cltoolkit.suites.wmf.train import Phase, state, train_phase
+from cltoolkit.suites.wmf.train import Phase, StepHooks, state, train_phase
 from cltoolkit.suites.wmf.world import RSSM, gaussian_kl
 
 __all__ = ["run_cell"]
@@ -118,6 +121,7 @@ def _fresh(
 
 
 _V3_MODEL = frozenset({"initialisation", "varianceEpsilon"})
+_V4_TRAINING = frozenset({"nonFinite", "maxSkippedSteps"})
 _V3_DATA = frozenset({"windows", "terminalFrame", "collectionSeeds"})
 """Options wmf-v3 added: in a stage's key only when not at their default, so earlier versions' keys stay as they
 were."""
@@ -132,22 +136,11 @@ def _plain(spec: ModelSpec) -> RSSM:
     return RSSM(spec.latent, spec.hidden, spec.action, spec.channels, spec.beta)
 
 
-def _parameter_values(model: RSSM) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
-
-
 def _guarded(model: RSSM, hook: str, call: Callable[[], None]) -> None:
     """Run a method hook that must not change any existing parameter's values (surgery may add parameters and
-    freeze some); a change is a budget violation: compute the suite did not count."""
-    before = _parameter_values(model)
-    call()
-    after = dict(model.named_parameters())
-    changed = sorted(n for n, v in before.items() if n in after and not torch.equal(v, after[n].detach()))
-    if changed:
-        raise BudgetViolation(
-            f"the method's {hook} changed parameter values outside the suite's updates ({', '.join(changed[:3])}"
-            f"{', ...' if len(changed) > 3 else ''}): every update is the suite's, counted in the budget"
-        )
+    freeze some; compared bit for bit, so a NaN is never taken for a change); a change is a budget violation:
+    compute the suite did not count."""
+    unchanged(model.named_parameters, hook, call, "parameter values")
 
 
 def _rows(data: Episodes, n: int, seed: int, role: str, skip: np.ndarray | None = None) -> np.ndarray:
@@ -188,7 +181,7 @@ def run_cell(
     data_key.update(protocol.data.model_dump(mode="json", include=set(_V3_DATA - _at_default(protocol.data, _V3_DATA))))
     model_key = {
         "model": protocol.model.model_dump(mode="json", exclude=_at_default(protocol.model, _V3_MODEL)),
-        "training": cfg.model_dump(mode="json"),
+        "training": cfg.model_dump(mode="json", exclude=_at_default(cfg, _V4_TRAINING)),
         "data": data_key,
         "seed": seed,
     }
@@ -201,29 +194,102 @@ def run_cell(
 
     replayed: dict[str, int] = {}
     """Per task phase: windows drawn from other tasks' training data (counted by the suite)."""
+    own_drawn: dict[str, int] = {}
+    """Per task phase: windows drawn from the task's own training data."""
+    declared = protocol.budget
+    policy = declared.unaccountedSamples
+    skip = cfg.maxSkippedSteps if cfg.nonFinite == "skip" else None
+    counts = {"other": 0, "bookkeeping": 0, "otherWindows": 0}
+    """Frames of the method's task-B phase that reached the encoder from neither the update's windows nor the
+    suite's replay (`other`), or without gradients / outside the updates (`bookkeeping`)."""
+    if declared.gradientUpdatesPerTask is not None and cfg.updatesPerTask > declared.gradientUpdatesPerTask:
+        raise BudgetViolation(
+            f"budget.gradientUpdatesPerTask: each task phase takes {cfg.updatesPerTask} updates "
+            f"(training.updatesPerTask); the protocol declares at most {declared.gradientUpdatesPerTask}"
+        )
+
+    def on_other(task: str, frames: int, update: int) -> None:
+        if policy == "replay" and task == "B":
+            counts["other"] += frames
+            return
+        raise BudgetViolation(
+            f"budget.unaccountedSamples: in task {task}, update {update}, {frames} frame(s) reached the encoder with "
+            "gradients that were neither the update's windows nor the suite's replay (a private buffer?); the "
+            "protocol declares such samples a violation (replay through `sampling()`, or declare "
+            '`"unaccountedSamples": "replay"` in a new version)'
+        )
 
     def train(model: RSSM, task: TaskStart, seed_: int, hooks: bool) -> Phase:
-        """One task phase; with `hooks`, the method's surgery, sampling and loss term (else the task's windows)."""
+        """One task phase; with `hooks`, the method's surgery, sampling, loss term and step hooks (else the task's
+        windows)."""
         sampling = Sampling([(task.training, batch)])
-        extra: Callable[[RSSM, torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None
+        step_hooks = StepHooks(task.task, skip_non_finite=skip)
+        counter: SampleCounter | None = None
         if hooks:
-            _guarded(model, "begin_task", lambda: method.begin_task(model, task))
+            counter = SampleCounter(model.vae.encoder)
+            with counter.armed():
+                _guarded(model, "begin_task", lambda: method.begin_task(model, task))
             sampling = method.sampling(task)
 
             def extra(m: RSSM, obs: torch.Tensor, actions: torch.Tensor, step: int) -> torch.Tensor | None:
                 return method.extra_loss(m, Minibatch(obs, actions, task.task, step))
 
+            def armed(hook: str, call: Callable[[Step], None]) -> Callable[[Step], None]:
+                def run(step: Step) -> None:
+                    assert counter is not None
+                    with counter.armed():
+                        _guarded(model, hook, lambda: call(step))
+
+                return run
+
+            after = {
+                hook: armed(hook, partial(getattr(method, hook), model))
+                for hook in ("after_backward", "after_step")
+                if overrides(method, WorldModelMethod, hook)
+            }
+            step_hooks = StepHooks(
+                task.task,
+                extra,
+                after_backward=after.get("after_backward"),
+                after_step=after.get("after_step"),
+                counter=counter,
+                on_other=partial(on_other, task.task),
+                skip_non_finite=skip,
+            )
         sources = [(_episodes_of(src, "sampling()"), int(n)) for src, n in sampling.sources]
         if sum(n for _, n in sources) != batch or any(n < 0 for _, n in sources):
             raise BudgetViolation(
                 f"sampling() asks for {[n for _, n in sources]} windows per update; they must sum to the batch, {batch}"
             )
-        log = train_phase(
-            model, sources, cfg, seed_, extra, uniform_episodes=sampling.uniform_episodes, episode_first=episode_first
-        )
+        held = sum(src.transitions for src, n in sampling.sources if src.task != task.task and n > 0)
+        if declared.memoryCapacity is not None and held > declared.memoryCapacity:
+            raise BudgetViolation(
+                f"budget.memoryCapacity: task {task.task}'s sampling() replays {held} transitions of earlier tasks; "
+                f"the protocol declares at most {declared.memoryCapacity}"
+            )
+        try:
+            if counter is not None:
+                with counter.armed():
+                    log = train_phase(
+                        model, sources, cfg, seed_, step_hooks,
+                        uniform_episodes=sampling.uniform_episodes, episode_first=episode_first,
+                    )  # fmt: skip
+                if task.task == "B":
+                    counts["bookkeeping"] += counter.bookkeeping
+            else:
+                log = train_phase(
+                    model, sources, cfg, seed_, step_hooks,
+                    uniform_episodes=sampling.uniform_episodes, episode_first=episode_first,
+                )  # fmt: skip
+        finally:
+            if counter is not None:
+                counter.close()
         replayed[task.task] = sum(
             n for (src, _), n in zip(sampling.sources, log.drawn, strict=True) if src.task != task.task
         )
+        own_drawn[task.task] = sum(log.drawn) - replayed[task.task]
+        if policy == "replay" and counts["other"]:
+            counts["otherWindows"] = -(-counts["other"] // cfg.sequenceLength)  # charged as replayed windows
         return log
 
     def phase(build: Callable[[ModelSpec], RSSM], task: str, hooks: bool, role: str = "") -> dict[str, Any]:
@@ -307,9 +373,11 @@ def run_cell(
         fset = ev.encode_transitions(m_a, held_a, rows_f)
         importance = ImportanceSet(fset.z, fset.a, fset.z_next)
     end_a = TaskEnd("A", 0, training["A"], last=False, importance=importance)
-    _guarded(m_b, "end_task", lambda: method.end_task(m_b, end_a))
+    with _bookkeeping(m_b, counts):
+        _guarded(m_b, "end_task", lambda: method.end_task(m_b, end_a))
     log_b = train(m_b, start("B"), derived_seed(seed, "phase", "B", stream), True)
-    _guarded(m_b, "end_task", lambda: method.end_task(m_b, TaskEnd("B", 1, training["B"], last=True)))
+    with _bookkeeping(m_b, counts):
+        _guarded(m_b, "end_task", lambda: method.end_task(m_b, TaskEnd("B", 1, training["B"], last=True)))
 
     mr_a, mr_b = load(_plain, ref_a["state"]), load(_plain, ref_b["state"])
     ev_seed = derived_seed(seed, "evaluate")
@@ -383,11 +451,30 @@ def run_cell(
         "frames": frames,
         "gradientUpdates": 2 * cfg.updatesPerTask,  # the method's model: task A then task B (the matched budget)
         "updatesExecuted": cfg.updatesPerTask * (1 + len(trained)),  # its task-B phase + the stages it trained
-        "replaySamples": replayed.get("B", 0),  # windows of earlier tasks' data drawn in its task-B phase
+        "replaySamples": replayed.get("B", 0) + counts["otherWindows"],  # earlier tasks' windows in its task-B phase
         "framesExecuted": sum(frames_of[n] for n in frames_of if n in computed),
         "parameters": sum(p.numel() for p in m_b.parameters()),  # the final model, every column / expert included
+        "samples": {  # frames that reached the encoder in the method's task-B phase, by origin
+            "task": own_drawn.get("B", 0) * cfg.sequenceLength,
+            "memory": replayed.get("B", 0) * cfg.sequenceLength,
+            "other": counts["other"],
+            "bookkeeping": counts["bookkeeping"],
+            "otherPolicy": policy,
+        },
     }
     return {"metrics": _clean(metrics), "budget": budget, "reused": sorted(cache.reused)}
+
+
+@contextmanager
+def _bookkeeping(model: RSSM, counts: dict[str, int]) -> Iterator[None]:
+    """Count what a method's task-boundary hook passes through the encoder (its bookkeeping: Fisher, anchors)."""
+    counter = SampleCounter(model.vae.encoder)
+    try:
+        with counter.armed():
+            yield
+    finally:
+        counts["bookkeeping"] += counter.bookkeeping
+        counter.close()
 
 
 @torch.no_grad()

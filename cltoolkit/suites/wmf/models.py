@@ -138,6 +138,12 @@ class WmfTraining(Strict):
     """Points of each task's training-loss curve."""
     torchThreads: int = Field(default=1, ge=1)
     """Torch threads per run."""
+    nonFinite: Literal["fail", "skip"] = "fail"
+    """A NaN or infinite loss term or gradient: `fail` ends the run as `non-finite`, naming task, update, term and
+    hook; `skip` is WorldModelsBenchmark's policy (the update is dropped), at most `maxSkippedSteps` per phase, every
+    skipped update counted in the record (`nanStepsA` / `nanStepsB`) and shown per method in the report."""
+    maxSkippedSteps: int = Field(default=0, ge=0, le=10**9)
+    """With `nonFinite` skip: the most updates a phase may skip; one more ends the run as `non-finite`."""
 
 
 class WmfEvaluation(Strict):

@@ -10,13 +10,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from cltoolkit.errors import NonFiniteValue
+from cltoolkit.suites.guards import SampleCounter, check_finite
+from cltoolkit.suites.step import Step
 from cltoolkit.suites.wmf.world import RSSM, gaussian_nll
 
 if TYPE_CHECKING:
     from cltoolkit.suites.wmf.envs import Episodes
     from cltoolkit.suites.wmf.models import WmfTraining
 
-__all__ = ["EwcPenalty", "Phase", "batch_tensors", "fisher_diagonal", "state", "train_phase"]
+__all__ = ["EwcPenalty", "Phase", "StepHooks", "batch_tensors", "fisher_diagonal", "state", "train_phase"]
 
 
 def batch_tensors(data: Episodes, rows: np.ndarray, length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,13 +76,39 @@ class Phase:
     curve: list[float]
     """Mean reconstruction loss per curve segment (training windows, pixel squared error per frame)."""
     nan_steps: int
-    """Updates dropped because the loss was not finite."""
+    """Updates skipped because the loss was not finite (only under a declared skip policy; otherwise a non-finite
+    loss ends the run)."""
     first: float | None = None
     """Reconstruction loss of the first finite update (WorldModelsBenchmark's `initial_reconstruction_loss`)."""
     last: float | None = None
     """Reconstruction loss of the last finite update (WorldModelsBenchmark's `final_reconstruction_loss`)."""
     drawn: list[int] = field(default_factory=list)
     """Windows drawn from each source over the phase (the suite's replay count)."""
+
+
+@dataclass
+class StepHooks:
+    """What a method adds to a phase's updates, and the guards around them (see `cltoolkit.suites.step`)."""
+
+    task: str
+    """The phase's task, for the names in a failure."""
+    extra_loss: Callable[[RSSM, torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None
+    after_backward: Callable[[Step], None] | None = None
+    after_step: Callable[[Step], None] | None = None
+    counter: SampleCounter | None = None
+    """Counts what reaches the encoder; `on_other(frames, update)` is told of samples of neither the update's
+    windows nor the suite's replay."""
+    on_other: Callable[[int, int], None] | None = None
+    skip_non_finite: int | None = None
+    """None: a non-finite loss or gradient ends the run (`NonFiniteValue`); n: the seed code's policy, the update
+    is skipped, at most n times in the phase (declared by the protocol, counted in the record)."""
+
+
+def _grads_finite(params: list[torch.nn.Parameter]) -> bool:
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return True
+    return bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all())
 
 
 def _pooled_rows(
@@ -102,7 +131,7 @@ def train_phase(
     sources: list[tuple[Episodes, int]],
     cfg: WmfTraining,
     seed: int,
-    extra_loss: Callable[[RSSM, torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None,
+    hooks: StepHooks | None = None,
     *,
     uniform_episodes: bool = False,
     episode_first: bool = False,
@@ -113,7 +142,11 @@ def train_phase(
     (WorldModelsBenchmark's replay buffer). With `episode_first` each source's own windows are drawn that way (an
     episode, then a start; WorldModelsBenchmark's buffer for one task). Adam is built here over the trainable
     parameters. Every random draw (windows, posterior noise, dropout) comes from generators seeded by `seed`.
-    `extra_loss(model, obs, actions, step)` is a method's term added to every update's loss (None adds nothing)."""
+    `hooks.extra_loss(model, obs, actions, step)` is a method's term added to every update's loss (None adds
+    nothing); `hooks.after_backward` / `after_step` are called around each step (the order of `cltoolkit.suites.step`).
+    A non-finite loss term or gradient ends the run by name unless `hooks.skip_non_finite` allows skipping it."""
+    hooks = hooks or StepHooks("?")
+    counter = hooks.counter
     torch.manual_seed(seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
     windows = [data.windows(cfg.sequenceLength) for data, _ in sources]
@@ -147,17 +180,50 @@ def train_phase(
             act_parts.append(a)
         obs, actions = torch.cat(obs_parts).to(device), torch.cat(act_parts).to(device)
         eps = torch.randn(obs.shape[0], obs.shape[1], model.latent).to(device)  # drawn on the CPU on every device
-        loss, parts = model.loss(obs, actions, eps)
-        if extra_loss is not None:
-            term = extra_loss(model, obs, actions, step)
-            if term is not None:
-                loss = loss + term
-        if not torch.isfinite(loss):
-            nan_steps += 1
+        if counter is not None:
+            counter.begin_update(obs)
+            with counter.suite_call():
+                loss, parts = model.loss(obs, actions, eps)
         else:
+            loss, parts = model.loss(obs, actions, eps)
+        losses = {"suite": loss.detach()}
+        problem: tuple[str, str] | None = None
+        if not bool(torch.isfinite(loss)):
+            problem = ("the suite's world-model loss", "none")
+        if hooks.extra_loss is not None:
+            term = hooks.extra_loss(model, obs, actions, step)
+            if term is not None:
+                losses["extra"] = term.detach()
+                if problem is None and not bool(torch.isfinite(term.detach()).all()):
+                    problem = ("the method's extra_loss term", "extra_loss")
+                loss = loss + term
+        taken = step - nan_steps
+        if problem is None:
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            if not _grads_finite(params):
+                problem = ("a gradient", "extra_loss" if "extra" in losses else "none")
+        if problem is None and hooks.after_backward is not None:
+            hooks.after_backward(Step(hooks.task, taken, opt, losses, loss.detach()))
+            if not _grads_finite(params):
+                problem = ("a gradient", "after_backward")
+        if counter is not None:
+            other = counter.end_update()
+            if other and hooks.on_other is not None:
+                hooks.on_other(other, taken)
+        if problem is not None:
+            if hooks.skip_non_finite is None:
+                raise NonFiniteValue(hooks.task, taken, *problem)
+            nan_steps += 1
+            if nan_steps > hooks.skip_non_finite:
+                raise NonFiniteValue(
+                    hooks.task, taken, f"{problem[0]} (more than the {hooks.skip_non_finite} skipped steps allowed)",
+                    problem[1],
+                )  # fmt: skip
+        else:
             opt.step()
+            if hooks.after_step is not None:
+                hooks.after_step(Step(hooks.task, taken, opt, losses, loss.detach()))
             seg.append(float(parts["reconstruction"]))
             first = seg[-1] if first is None else first
             last = seg[-1]
@@ -165,6 +231,8 @@ def train_phase(
             curve.append(float(np.mean(seg)) if seg else float("nan"))
             seg = []
     model.eval()
+    for name, value in model.named_parameters():
+        check_finite(value, hooks.task, cfg.updatesPerTask - nan_steps, f"parameter {name}", "end of phase")
     return Phase(curve, nan_steps, first, last, drawn)
 
 
