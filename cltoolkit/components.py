@@ -186,6 +186,9 @@ class Suite(ABC):
     otherwise, so no run fails minutes in for a reason knowable before it starts)."""
     data_given: ClassVar[frozenset[str]] = frozenset({"training"})
     """The data a method of this suite may ask for (`Method.data_access`)."""
+    counts_samples: ClassVar[bool] = False
+    """The driver counts what reaches the model by origin (`budget.samples`); the report's budget section then says
+    so for every comparison, and names records that lack the count."""
 
     regs: Registries | None = None
     """The registries the suite was made from (`Registries.new_suite`): its driver resolves methods there, not from

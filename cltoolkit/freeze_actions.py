@@ -215,7 +215,13 @@ def amend_code(
         raise InputError("--reason is empty: say why the code changed and its expected effect on the results")
     kind, _, name = component.partition(":")
     regs = registries(project.components_file)
+    regs[kind].get(name)  # imported as `clt run` imports it (a project's own module from the project folder)
     digest = provenance.component_digest(regs[kind].target(name))
+    if digest == provenance.NO_SOURCE:
+        raise Refusal(
+            f"{component}: no source files found for {regs[kind].target(name)}; an amendment must name the digest "
+            "of the code the runs will load"
+        )
     document = load_json_file(path)
     status = dict(
         document.get("status") or {"stage": "frozen", "updatedOn": (today or datetime.date.today()).isoformat()}

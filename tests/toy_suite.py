@@ -27,8 +27,9 @@ class ToyParams(Strict):
     mean: float
     sd: float
     updates: int = 100
-    behavior: Literal["ok", "raise", "kill", "kill-once", "sleep"] = "ok"
-    """Executor contract tests: raise an exception, SIGKILL the process (always / on the first attempt), sleep."""
+    behavior: Literal["ok", "raise", "nan", "kill", "kill-once", "sleep"] = "ok"
+    """Executor contract tests: raise an exception, a loss that turns NaN (as a suite's guard reports it), SIGKILL the
+    process (always / on the first attempt), sleep."""
     sleepSeconds: float = 0.0
     busySeconds: float = 0.0
     """CPU-bound busy loop (executor benchmarks)."""
@@ -81,6 +82,10 @@ class ToySuite(Suite):
         params = ToyParams.model_validate(protocol.comparison(spec.comparison).hyperparameters, strict=False)
         if params.mean < -100 or params.behavior == "raise":
             raise RuntimeError("toy failure requested")
+        if params.behavior == "nan":
+            from cltoolkit.errors import NonFiniteValue
+
+            raise NonFiniteValue("t1", 3, "the method's extra_loss term", "extra_loss")
         if params.behavior == "kill" or (params.behavior == "kill-once" and not (workdir / "killed-once").exists()):
             (workdir / "killed-once").write_text("")
             os.kill(os.getpid(), signal.SIGKILL)

@@ -170,6 +170,7 @@ def report_page(
         )
         + " |",
         "",
+        *_failure_lines(records),
         *_redone_lines(r, records),
     ]
     held_out = "; ".join(f"{c.id}: {c.heldOutUnit}" for c in p.claims) or "-"
@@ -227,8 +228,14 @@ def report_page(
             "## Budget fairness",
             "",
             *[f"- {'ok' if b.ok else 'VIOLATED'}: {b.message}" for b in r.budgetChecks],
+            *(
+                _sample_lines([x for x in records if x.status.state == "completed"])
+                if regs.suite.get(p.suite).counts_samples
+                else []
+            ),
             "",
         ]
+    lines += _diagnostic_lines([x for x in records if x.status.state == "completed"])
     if r.exclusions:
         lines += ["## Exclusions (declared rules, with sensitivity)", "", *[f"- {e}" for e in r.exclusions], ""]
     suite = regs.suite.get(p.suite)
@@ -334,6 +341,82 @@ def _errata_lines(p: ProtocolBase) -> list[str]:
         *(f"- Found {e.found.isoformat()}: {e.text}" + (f" (reference: {e.where})" if e.where else "") for e in errata),
         "",
     ]
+
+
+NON_FINITE = "non-finite:"
+"""How a run's failure reason names a NaN or infinity (`cltoolkit.errors.NonFiniteValue`)."""
+
+
+def _failure_lines(records: Sequence[RunRecord]) -> list[str]:
+    """Every failed run by name, non-finite ones first (a NaN is never a success, nor hidden in a count), then
+    budget and data-access violations, then the rest."""
+    failed = [x for x in records if x.status.state == "failed"]
+    if not failed:
+        return []
+
+    def kind(rec: RunRecord) -> int:
+        reason = rec.status.reason
+        if reason.startswith(NON_FINITE):
+            return 0
+        return 1 if "Violation" in reason.split(":", 1)[0] or reason.startswith("budget.") else 2
+
+    names = {0: "non-finite (a NaN or infinity in training)", 1: "budget or data-access violation", 2: "failed"}
+    lines = ["**Failed runs** (never counted in a gate):", ""]
+    for rec in sorted(failed, key=lambda x: (kind(x), x.runId)):
+        lines.append(f"- {names[kind(rec)]}: {rec.runId}: {rec.status.reason}")
+    return [*lines, ""]
+
+
+def _sample_lines(completed: Sequence[RunRecord]) -> list[str]:
+    """What reached the model, by origin, as the suite counted it (never "ok" over samples nobody counted)."""
+    if not completed:
+        return []
+    uncounted = sum(1 for x in completed if x.budget.samples is None)
+    lines = []
+    if uncounted:
+        lines.append(
+            f"- samples that reached the model: not counted in {uncounted} of {len(completed)} completed records "
+            "(made by code that did not count them; nav4 and wmf count them by origin since the guards of #51)"
+        )
+    per: dict[str, list[int]] = {}
+    for rec in completed:
+        c = rec.budget.samples
+        if c is not None:
+            row = per.setdefault(rec.spec.comparison, [0, 0, 0, 0])
+            for i, value in enumerate((c.task, c.memory, c.other, c.bookkeeping)):
+                row[i] += value
+    for comp, (task, memory, other, book) in sorted(per.items()):
+        policy = {c.budget.samples.otherPolicy for c in completed if c.budget.samples and c.spec.comparison == comp}
+        lines.append(
+            f"- {'ok' if not other or policy == {'replay'} else 'VIOLATED'}: samples that reached {comp}'s model: "
+            f"{task:g} task data, {memory:g} from the suite's memory, {other:g} other"
+            + (" (charged as replay)" if other else "")
+            + f", {book:g} in the method's bookkeeping"
+        )
+    skipped: dict[str, int] = {}
+    for rec in completed:
+        n = sum(int(v) for k in ("nanStepsA", "nanStepsB") if isinstance(v := rec.metrics.get(k), int))
+        if n:
+            skipped[rec.spec.comparison] = skipped.get(rec.spec.comparison, 0) + n
+    lines += [f"- {comp}: {n} update(s) skipped as non-finite (declared policy)" for comp, n in sorted(skipped.items())]
+    return lines
+
+
+def _diagnostic_lines(completed: Sequence[RunRecord]) -> list[str]:
+    """A method's own `diagnostics()` (nav4's `methodDiagnostics`), as a table per comparison: mean over runs."""
+    per: dict[str, dict[str, list[float]]] = {}
+    for rec in completed:
+        diag = rec.section("methodDiagnostics")
+        for key, value in (diag or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                per.setdefault(rec.spec.comparison, {}).setdefault(key, []).append(float(value))
+    if not per:
+        return []
+    lines = ["## Method diagnostics", "", "| comparison | diagnostic | runs | mean |", "|---|---|---|---|"]
+    for comp, values in sorted(per.items()):
+        for key, vals in sorted(values.items()):
+            lines.append(f"| {comp} | {key} | {len(vals)} | {fmt(sum(vals) / len(vals))} |")
+    return [*lines, ""]
 
 
 def _redone_lines(r: Results, records: Sequence[RunRecord]) -> list[str]:

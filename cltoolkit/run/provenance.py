@@ -151,6 +151,10 @@ def _source_digest(root: str, single_file: bool) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+NO_SOURCE = "sha256:" + "0" * 64
+"""The digest of a component with no source files to read (built-in or compiled; never written by `amend-code`)."""
+
+
 def component_digest(target: str) -> str:
     """The digest of a registered component's (`module:attr`) source files: the package folder of its module, or
     the module file for a top-level module."""
@@ -160,7 +164,7 @@ def component_digest(target: str) -> str:
     spec = importlib.util.find_spec(module)
     origin = spec.origin if spec is not None else None
     if origin is None or not origin.endswith(".py"):
-        return "sha256:" + "0" * 64  # built-in or compiled: no source files to digest
+        return NO_SOURCE  # built-in, compiled, or not importable from here: no source files to digest
     if "." in module or Path(origin).name == "__init__.py":
         return _source_digest(str(Path(origin).parent), False)
     return _source_digest(origin, True)

@@ -182,3 +182,28 @@ def test_an_analysis_edited_after_the_runs_is_refused_at_report_time_then_amende
     assert read(mine.protocol_path("toy-v1"))["results"]["componentCode"]["analysis:toy"] == "amended"
     top = (mine.reports_dir / "toy-v1" / "report.md").read_text().split("## ", 1)[0]
     assert reason in top
+
+
+def test_amend_code_digests_the_project_module_a_run_loads_never_zero(toy: Project, monkeypatch) -> None:
+    """In a fresh process the project folder is not on the module path until the component is resolved: the digest
+    `amend-code` records is the one `clt run` computes (it used to be `sha256:000...`)."""
+    from cltoolkit.freeze_actions import amend_code
+    from cltoolkit.registry import registries
+    from cltoolkit.run import provenance
+
+    (toy.root / "projmethods.py").write_text(METHOD)
+    write(toy.components_file, {**COMPONENTS, "method": {**COMPONENTS["method"], "me.proj": "projmethods:Mine"}})
+    doc = toy_protocol(seeds=2)
+    doc["comparisons"][0]["method"] = "me.proj"
+    write(toy.protocol_path("toy-v1"), doc)
+    reset_registries()
+    freeze(toy, "toy-v1")
+    (toy.root / "projmethods.py").write_text(METHOD.replace("shift = 0.0", "shift = 0.05"))
+    provenance._source_digest.cache_clear()
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(toy.root)])  # as a fresh `clt` process
+    monkeypatch.delitem(sys.modules, "projmethods", raising=False)
+    reset_registries()
+    _, amendment = amend_code(toy, "toy-v1", "method:me.proj", "shift tuned")
+    assert amendment.sourceSha256 != provenance.NO_SOURCE
+    run_digest = provenance.component_digest(registries(toy.components_file).method.target("me.proj"))
+    assert amendment.sourceSha256 == run_digest

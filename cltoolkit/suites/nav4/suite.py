@@ -35,6 +35,7 @@ class Nav4Suite(Suite):
     protocol_model = Nav4Protocol
     method_base = Nav4Method
     analysis = "nav4"
+    counts_samples = True
     summary = "four-task 9x9 MiniGrid navigation diagnostic (PPO agents, replay, references)"
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:

@@ -36,6 +36,7 @@ class WmfSuite(Suite):
     method_base = WorldModelMethod
     data_given = frozenset({"training", "importance-set"})
     analysis = "wmf"
+    counts_samples = True
     summary = "world-model forgetting: 3 families x 3 distances, 5 methods, PF / RD / FT beside encoder drift"
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:

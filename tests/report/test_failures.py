@@ -1,0 +1,39 @@
+"""Failed runs in the report (#51): a run whose training turned NaN is named first, as non-finite, above every other
+failure, and its comparison's gates are never passed on the runs that remain."""
+
+from __future__ import annotations
+
+import pytest
+
+from cltoolkit.freeze_actions import freeze
+from cltoolkit.project import Project
+from tests.conftest import read, write
+from tests.toy_suite import toy_protocol
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_a_non_finite_run_is_listed_first_and_no_gate_passes_on_it(toy: Project, cli) -> None:
+    doc = toy_protocol(seeds=2)
+    doc["comparisons"][0]["hyperparameters"]["behavior"] = "nan"  # the candidate's loss turns NaN in every run
+    write(toy.protocol_path("toy-v1"), doc)
+    freeze(toy, "toy-v1")
+    out = cli("run", "-p", "toy-v1", "--workers", "2")
+    assert out.exit_code == 1
+    records = {p.parent.name: read(p) for p in (toy.runs_dir / "toy-v1").glob("*/record.json")}
+    cand = [r for r in records.values() if r["spec"]["comparison"] == "cand"]
+    assert cand and all(r["status"]["state"] == "failed" for r in cand)
+    assert all(
+        r["status"]["reason"] == "non-finite: the method's extra_loss term in task t1, update 3 (after hook extra_loss)"
+        for r in cand
+    )
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    results = read(toy.protocol_path("toy-v1"))["results"]
+    assert results["runs"]["failed"] == len(cand)
+    gates = {g["id"]: g["decision"] for g in results["gates"]}
+    assert gates["sup"] == "not-evaluable"  # never a pass on the runs that remain
+    md = (toy.reports_dir / "toy-v1" / "report.md").read_text()
+    failed = md.split("**Failed runs** (never counted in a gate):", 1)[1].split("\n\n", 2)[1].splitlines()
+    assert len(failed) == len(cand)
+    assert all(line.startswith("- non-finite (a NaN or infinity in training): cand-") for line in failed)
+    assert md.index("**Failed runs**") < md.index("## Gates")
