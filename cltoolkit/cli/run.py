@@ -158,8 +158,9 @@ def register(app: typer.Typer) -> None:
             progress.close()
             sys.stderr.write(
                 f"interrupted: clt run --protocol {protocol} stopped by the user. Finished runs keep their records; "
-                "runs that were running are recorded as 'interrupted'. Run the same command again to resume: "
-                "completed runs are skipped, the rest are redone.\n"
+                "runs that were running are recorded as 'interrupted' (a --redo keeps its completed record and "
+                "stays pending, `clt status` shows it). Run `clt run` again to resume: completed runs are skipped, "
+                "pending redos and the rest are run.\n"
             )
             raise typer.Exit(130) from None
         finally:

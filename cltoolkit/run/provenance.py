@@ -21,6 +21,7 @@ __all__ = [
     "package_versions",
     "platform_text",
     "toolkit_version",
+    "tracked_files",
 ]
 
 _PACKAGES = ("numpy", "scipy", "pydantic", "torch", "gymnasium", "minigrid", "mujoco", "dm_control", "ray")
@@ -28,6 +29,18 @@ _PACKAGES = ("numpy", "scipy", "pydantic", "torch", "gymnasium", "minigrid", "mu
 
 def toolkit_version() -> str:
     return __version__
+
+
+def tracked_files(folder: Path) -> set[str] | None:
+    """Paths relative to `folder` that git's index tracks under it; None where `folder` is missing, outside git, or
+    git cannot answer."""
+    if not folder.is_dir():
+        return None
+    try:
+        done = subprocess.run(["git", "ls-files", "-z"], cwd=folder, capture_output=True, check=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {p for p in done.stdout.decode("utf-8", "replace").split("\0") if p}
 
 
 @functools.cache

@@ -290,6 +290,35 @@ def run_protocol(
         return _run_locked(project, regs, loaded, digest, store, options, callbacks)
 
 
+def _pending(pending: Mapping[str, Mapping[str, Any]], record: RunRecord | None) -> bool:
+    """A durable `--redo` intent whose completed record is still the one it names (not yet replaced)."""
+    return (
+        record is not None
+        and record.status.state == "completed"
+        and record.runId in pending
+        and pending[record.runId].get("seal") == record.seal
+    )
+
+
+def _refuse_rerolls(store: RunStore, points: Sequence[GridPoint], records: Mapping[str, Any]) -> None:
+    """A completed record committed to git and deleted from the tree is never run again silently (a re-roll):
+    refused, naming each, until it is restored (then `--redo` replaces it on purpose, keeping its seal)."""
+    missing = [p.run_id for p in points if p.run_id not in records]
+    if not missing:
+        return
+    tracked = provenance.tracked_files(store.folder)
+    if tracked is None:
+        return
+    gone = [rid for rid in missing if f"{rid}/record.json" in tracked]
+    if gone:
+        raise Refusal(
+            f"{len(gone)} run(s) have a record committed to git that is missing from the store (a deleted record, run "
+            "again, would be a silent re-roll):\n"
+            + "\n".join(f"{rid}: {display_path(store.run_dir(rid) / 'record.json')}" for rid in gone)
+            + "\nRestore them (`git checkout -- <path>`); to replace one on purpose, `clt run --redo <id> --reason ...`"
+        )
+
+
 def _effective(project: Project, regs: Registries, loaded: LoadedProtocol, sets: Sequence[str]) -> LoadedProtocol:
     """The document with `--set` overrides applied, validated and written under `pilot-runs/effective/`."""
     document = apply_sets(loaded.document, sets)
@@ -341,13 +370,24 @@ def _run_locked(
     if not points and selection != Selection():
         lines = selection.unmatched(plan_runs(loaded, stage.id, Selection(), regs)) or ["no grid point has them all"]
         raise InputError(f"{loaded.id}: the selection matches no run of stage {stage.id!r}:\n" + "\n".join(lines))
+    pending = store.pending_redos()
+    reasons: dict[str, str] = {}
+    """Run id -> why its completed record is replaced (`--redo`, or an earlier `--redo` that did not finish)."""
     if options.redo is not None:
         points = redo_points(options.redo, points, scan.records, loaded.id, stage.id)
         todo = points
+        reasons = dict.fromkeys((p.run_id for p in todo), options.redo.reason)
     else:
+        _refuse_rerolls(store, points, scan.records)
         todo = [
-            p for p in points if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")
+            p
+            for p in points
+            if not (p.run_id in scan.records and scan.records[p.run_id].status.state == "completed")
+            or _pending(pending, scan.records.get(p.run_id))
         ]
+        reasons = {
+            p.run_id: str(pending[p.run_id]["reason"]) for p in todo if _pending(pending, scan.records.get(p.run_id))
+        }
     workers = options.workers or os.cpu_count() or 1
     times = measured_times(scan.records.values(), display_path(store.folder), loaded.id, loaded.path)
     summary = GridSummary(
@@ -372,11 +412,14 @@ def _run_locked(
         for problem in scan.broken
         if Path(problem.where).name in planned_ids or Path(problem.where).parent.name in planned_ids
     )
-    if options.redo is not None:
-        summary.redone += [
-            (p.run_id, f"--redo: {options.redo.reason} (the completed record's seal stays in the new record)")
-            for p in todo
-        ]
+    summary.redone += [
+        (
+            run_id,
+            f"{'--redo' if options.redo is not None else 'pending --redo'}: {why} (the completed record stays in place "
+            "until the new one is sealed; its seal stays in the new record)",
+        )
+        for run_id, why in sorted(reasons.items())
+    ]
     if not todo:
         if callbacks.on_plan is not None:
             callbacks.on_plan(summary)
@@ -406,6 +449,16 @@ def _run_locked(
     if lock is not None:
         amendments = loaded.model.status.codeAmendments if loaded.model.status else []
         refuse_unpinned_code(lock, amendments, {k: v for c in code.values() for k, v in c.items()}, loaded.id)
+    requested = datetime.datetime.now(datetime.UTC).isoformat()
+    for run_id in sorted(reasons):  # durable before any work starts: a crash leaves the redo visibly pending
+        old_seal = scan.records[run_id].seal or ""
+        try:
+            store.record_redo_intent(run_id, old_seal, reasons[run_id], requested)
+        except OSError as exc:
+            raise Refusal(
+                f"{run_id}: cannot record the intent to redo it ({exc.strerror or exc}); nothing was run and every "
+                "completed record is in place"
+            ) from None
     components = project.components_file if project.components_file.is_file() else None
     runner = regs.executor.get(options.executor.name)(components, **options.executor.options)
     try:
@@ -422,13 +475,14 @@ def _run_locked(
     replaced: dict[str, list[dict[str, Any]]] = {}  # run id -> the records its new record replaces
 
     def begin(job: Job) -> None:
-        # a stale record of an unfinished run (failed, interrupted...) is removed when the run is redone, not
-        # before: stopping the grid earlier leaves it in place; its seal stays in the new record (`replaces`)
+        # the earlier record (completed and redone, or unfinished) stays in place while the run runs: the new
+        # record replaces it atomically once sealed, keeping its seal (`replaces`); a crash, a kill or a full disk
+        # before then leaves it as it was
         now = datetime.datetime.now(datetime.UTC)
         old = scan.records.get(job.run_id)
         if old is not None and old.seal is not None:
-            replaced[job.run_id] = replaced_history(old, options.redo, now)
-        (job.run_dir / "record.json").unlink(missing_ok=True)
+            why = reasons.get(job.run_id)
+            replaced[job.run_id] = replaced_history(old, Redo((job.run_id,), why) if why else None, now)
         started[job.run_id] = now
         if callbacks.on_start is not None:
             callbacks.on_start(job.spec)
@@ -438,13 +492,15 @@ def _run_locked(
             spec = result.spec
             record = _record(spec, result, started.get(spec.run_id, grid_start), project, code[spec.method])
             store.write(replacing(record, replaced.get(spec.run_id)))
+            store.clear_redo_intent(spec.run_id)
             done.add(spec.run_id)
             summary.results.append(result)
             if callbacks.on_result:
                 callbacks.on_result(result, len(summary.results), len(jobs))
     except KeyboardInterrupt:
         for job in jobs:  # runs that never started stay as they were (missing, or their earlier record)
-            if job.run_id in started and job.run_id not in done:
+            if job.run_id in started and job.run_id not in done and job.run_id not in reasons:
+                # a redo keeps its completed record and its pending intent: the next `clt run` completes it
                 interrupted = ExecutionResult(job.spec, "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
                 record = _record(job.spec, interrupted, started[job.run_id], project, code[job.spec.method])
                 store.write(replacing(record, replaced.get(job.run_id)))

@@ -18,6 +18,7 @@ __all__ = ["STATE_LETTERS", "GridStatus", "RunState", "grid_status", "seal_store
 
 STATE_LETTERS = {
     "completed": "ok",
+    "redo-pending": "r",
     "failed": "F",
     "crashed": "C",
     "timeout": "T",
@@ -27,7 +28,9 @@ STATE_LETTERS = {
     "foreign": "X",
     "missing": ".",
 }
-"""States shown by `clt status`: record states, `partial` (a run folder without a record: running, or interrupted
+"""States shown by `clt status`: record states, `redo-pending` (a completed record that a `--redo` is to replace: the
+redo was stopped, killed or ran out of disk before its new record was sealed; the record is in place and the next
+`clt run` completes the redo), `partial` (a run folder without a record: running, or interrupted
 by a killed driver), `refused` (a record that cannot be trusted: unreadable, a broken seal, a symbolic link, a
 folder holding another run's record, unsealed, a spec or values that disagree with the plan), `foreign` (a record
 of other protocol content), `missing`."""
@@ -80,6 +83,7 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
     digest = protocol_hash(loaded.document)
     store = RunStore(project.store_base(digest, pilot=pilot), loaded.id)
     scan = store.scan()
+    pending = store.pending_redos()
     partial = {Path(p.where).name: p.message for p in scan.partial}
     suite = regs.new_suite(loaded.model.suite)
     analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
@@ -96,6 +100,13 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
             state, reason, attempts = "foreign", f"record of {rec.protocol.sha256[:19]}...", rec.status.attempts
         elif rec is not None and problems and not pilot:
             state, reason, attempts = "refused", "; ".join(problems), rec.status.attempts
+        elif rec is not None and rec.status.state == "completed" and pending.get(rec.runId, {}).get("seal") == rec.seal:
+            why = pending[rec.runId]["reason"]
+            state, reason, attempts = (
+                "redo-pending",
+                f"--redo asked ({why}); `clt run` completes it",
+                rec.status.attempts,
+            )
         elif rec is not None:
             state, reason, attempts = rec.status.state, rec.status.reason, rec.status.attempts
         elif point.run_id in partial:
@@ -103,7 +114,9 @@ def grid_status(project: Project, ref: str, *, stage: str | None = None, pilot: 
         else:
             state, reason, attempts = "missing", "", 0
         scores = (
-            {k: v for k, v in rec.metrics.items() if k in declared} if rec is not None and state == "completed" else {}
+            {k: v for k, v in rec.metrics.items() if k in declared}
+            if rec is not None and state in ("completed", "redo-pending")
+            else {}
         )
         runs.append(
             RunState(

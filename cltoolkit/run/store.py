@@ -19,14 +19,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from cltoolkit._io import file_mode, open_append_nofollow
+from cltoolkit._io import NotRegularFile, file_mode, open_append_nofollow, read_regular_bytes, write_json
 from cltoolkit.errors import CltError, Problem, Refusal
 from cltoolkit.run.record import RunRecord, raw_digest, read_record, write_record
 
-__all__ = ["LOCK_FILE", "RECORD", "RunStore", "StoreScan", "collection_paused"]
+__all__ = ["LOCK_FILE", "RECORD", "REDO_INTENT", "RunStore", "StoreScan", "collection_paused"]
 
 RECORD = "record.json"
+REDO_INTENT = "redo-intent.json"
+"""In a run folder: a `--redo` was asked for and its new record is not written yet (its reason, the seal of the
+record it will replace, when it was asked). Removed once the new record is sealed in place."""
 LOCK_FILE = ".driver.lock"  # suffix of the lock file beside the store
 SEALS = ".seals"
 """In a store folder, one line per record file whose seal was checked (by the driver that wrote it, or a report
@@ -170,6 +174,30 @@ class RunStore:
             if record.runId in scan.records:
                 scan.duplicates.append(record.runId)
             scan.records.setdefault(record.runId, record)
+
+    def pending_redos(self) -> dict[str, dict[str, Any]]:
+        """Run id -> the durable intent to redo it (`REDO_INTENT` in its folder): a `--redo` that has not yet
+        written its new record (stopped, killed, or out of disk). The completed record is still in place."""
+        out: dict[str, dict[str, Any]] = {}
+        if not self.folder.is_dir():
+            return out
+        for path in sorted(self.folder.glob(f"*/{REDO_INTENT}")):
+            try:
+                data = json.loads(read_regular_bytes(path))
+            except (OSError, NotRegularFile, ValueError):
+                continue  # a half-written or planted intent is not an intent; the record stays as it is
+            reason = data.get("reason") if isinstance(data, dict) else None
+            if isinstance(reason, str) and reason.strip() and isinstance(data.get("seal"), str):
+                out[path.parent.name] = data
+        return out
+
+    def record_redo_intent(self, run_id: str, seal: str, reason: str, when: str) -> None:
+        """Write the intent to redo a completed run before any work starts (atomically; a full disk raises here,
+        before the run starts, and leaves the record untouched)."""
+        write_json(self.run_dir(run_id) / REDO_INTENT, {"reason": reason, "seal": seal, "requestedAt": when})
+
+    def clear_redo_intent(self, run_id: str) -> None:
+        (self.run_dir(run_id) / REDO_INTENT).unlink(missing_ok=True)
 
     def write(self, record: RunRecord) -> Path:
         """Seal and write a record atomically; its seal is remembered for the next scan (see `SEALS`)."""
