@@ -100,9 +100,10 @@ class SampleCounter:
     distillation targets), is `bookkeeping`. Outside `armed` (the suite's rollouts and evaluation) nothing is
     counted."""
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, on_bookkeeping: Callable[[int], None] | None = None) -> None:
         self.other = 0
         self.bookkeeping = 0
+        self._on_bookkeeping = on_bookkeeping
         self._armed = False
         self._suite = False
         self._update: _Update | None = None
@@ -113,7 +114,10 @@ class SampleCounter:
             return
         x = args[0]
         if self._update is None or not torch.is_grad_enabled():
-            self.bookkeeping += int(x.shape[0]) if x.dim() else 1
+            n = int(x.shape[0]) if x.dim() else 1
+            self.bookkeeping += n
+            if self._on_bookkeeping is not None:
+                self._on_bookkeeping(n)
             return
         self._update.seen.append(x.detach())
 

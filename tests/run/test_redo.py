@@ -151,17 +151,19 @@ def test_kill_9_during_redo_loses_no_completed_record_and_the_next_run_completes
     redo = ["cand-s0", "cand-s1", "base-s0"]
     env = {**os.environ, "CLT_ROOT": str(toy.root), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     cmd = [sys.executable, "-c", "from cltoolkit.cli import main; main()", "run", "-p", "toy-v1", "--workers", "1"]
-    driver = subprocess.Popen(
-        [*cmd, "--redo", ",".join(redo), "--reason", "rerun on the new node"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while len(_intents(toy)) < 3 and time.monotonic() < deadline:  # every intent durable before any work
+    log = toy.root / "driver.log"
+    with log.open("wb") as out:
+        driver = subprocess.Popen(
+            [*cmd, "--redo", ",".join(redo), "--reason", "rerun on the new node"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 120
+    while len(_intents(toy)) < 3 and driver.poll() is None and time.monotonic() < deadline:  # intents come first
         time.sleep(0.02)
-    assert _intents(toy) == set(redo)
+    assert _intents(toy) == set(redo), log.read_text()
     while len(_intents(toy)) > 2 and time.monotonic() < deadline:  # the first redo's record is sealed
         time.sleep(0.02)
     os.killpg(driver.pid, signal.SIGKILL)

@@ -272,11 +272,14 @@ class Learner:
             raise TypeError(f"network() must return a torch.nn.Module, got {type(net).__name__}")
         self.net = net.to(self.device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.params.learningRate, eps=1e-5)
-        self.counter = SampleCounter(self.net)
+        self.counter = SampleCounter(self.net, self._bookkeeping)
         self.steps = 0
         """Optimiser steps taken in the phase in progress."""
         self._after_backward = overrides(self.method, Nav4Method, "after_backward")
         self._after_step = overrides(self.method, Nav4Method, "after_step")
+
+    def _bookkeeping(self, n: int) -> None:
+        self.ledger.bookkeepingSamples += n
 
     def new_memory(self, capacity: int) -> Reservoir:
         """A fixed-capacity reservoir memory for the method (one per learner), drawing from the learner's

@@ -1,0 +1,285 @@
+"""The algorithms of the method library, independent of any suite: each works on a model's named parameters, the
+suite's loss on a batch, and the step hooks (`cltoolkit.suites.step`). A suite's `library` module supplies those.
+
+- `OnlineEWC`: elastic weight consolidation, online form (Kirkpatrick et al. 2017, PNAS 114(13); the running Fisher
+  of Schwarz et al. 2018, "Progress & Compress", ICML): penalty (lambda / 2) sum_i F_i (theta_i - theta*_i)^2 with
+  F <- gamma F + F_task and theta* the parameters at the end of the latest task. F_task is the empirical diagonal
+  Fisher: the mean over kept batches of the squared gradient of the suite's loss on each batch.
+- `SynapticIntelligence`: Zenke, Poole & Ganguli 2017, "Continual Learning Through Synaptic Intelligence", ICML:
+  during a task omega_i += -g_i (theta_i(t+1) - theta_i(t)) at every step (g the gradient the step applied, read
+  after backward); at its end Omega_i += omega_i / ((Delta theta_i)^2 + xi); penalty c sum_i Omega_i (theta_i -
+  theta*_i)^2.
+- `L2Anchor`: an L2 pull towards the previous task's parameters (the unweighted baseline of both papers).
+- `AGEM`: Chaudhry et al. 2019, "Efficient Lifelong Learning with A-GEM", ICLR: after backward, with g the
+  gradient and g_ref the gradient of the loss on a batch drawn from memory, g <- g - (g . g_ref / g_ref . g_ref)
+  g_ref when g . g_ref < 0, so the applied gradient never has a negative dot product with g_ref.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from cltoolkit.protocol._base import Strict
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+__all__ = [
+    "AGEM",
+    "AgemFields",
+    "EwcFields",
+    "L2Anchor",
+    "L2Fields",
+    "OnlineEWC",
+    "SiFields",
+    "SynapticIntelligence",
+    "agem_project",
+]
+
+Named = Callable[[], Iterable[tuple[str, "nn.Parameter"]]]
+"""The model's named parameters, asked for anew each time (surgery may add some)."""
+
+
+class EwcFields(Strict):
+    """Online EWC's hyperparameters."""
+
+    # the protocol key is `lambda`
+    lambda_: float = Field(alias="lambda", gt=0, le=1e12)
+    """Penalty weight: (lambda / 2) sum F (theta - theta*)^2."""
+    decay: float = Field(default=1.0, ge=0, le=1)
+    """gamma of the running Fisher, F <- gamma F + F_task (1: the sum over tasks, EWC with one penalty per task
+    merged; below 1: online EWC)."""
+    fisherBatches: int = Field(default=8, ge=1, le=10_000)
+    """Batches of the task's own training data kept for its Fisher (the last ones seen)."""
+
+
+class SiFields(Strict):
+    """Synaptic Intelligence's hyperparameters."""
+
+    strength: float = Field(gt=0, le=1e12)
+    """c: the penalty's weight."""
+    damping: float = Field(default=0.1, gt=0, le=1e6)
+    """xi: added to the squared parameter change in Omega's denominator (Zenke et al. used 0.1 on split MNIST)."""
+
+
+class L2Fields(Strict):
+    """The L2 pull's hyperparameters."""
+
+    strength: float = Field(gt=0, le=1e12)
+    """Weight of sum (theta - theta_previous)^2."""
+
+
+class AgemFields(Strict):
+    """A-GEM's hyperparameters."""
+
+    capacity: int = Field(ge=1, le=10**9)
+    """Episodic memory in samples (the suite's memory, bounded by the protocol's `budget.memoryCapacity`)."""
+    referenceSamples: int = Field(ge=1, le=10**6)
+    """Samples drawn from memory for each step's reference gradient."""
+
+
+def _values(named: Named) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in named() if p.requires_grad}
+
+
+def _quadratic(named: Named, weight: dict[str, torch.Tensor], anchor: dict[str, torch.Tensor]) -> torch.Tensor:
+    import torch
+
+    total: torch.Tensor | None = None
+    for n, p in named():
+        if n in weight:
+            term = (weight[n] * (p - anchor[n]).pow(2)).sum()
+            total = term if total is None else total + term
+    return total if total is not None else torch.zeros(())
+
+
+class OnlineEWC:
+    """See the module docstring. State: the running Fisher and the anchor (tensors)."""
+
+    def __init__(self, params: EwcFields) -> None:
+        self.params = params
+        self.fisher: dict[str, torch.Tensor] = {}
+        self.anchor: dict[str, torch.Tensor] = {}
+
+    def end_task(self, named: Named, batches: Sequence[Any], loss: Callable[[Any], torch.Tensor]) -> None:
+        """F_task from the kept batches (the squared gradient of each batch's loss, averaged), merged into the
+        running Fisher; the anchor moves to the parameters now. Gradients are left cleared."""
+        import torch
+
+        params = {n: p for n, p in named() if p.requires_grad}
+        task = {n: torch.zeros_like(p) for n, p in params.items()}
+        for batch in batches:
+            for p in params.values():
+                p.grad = None
+            loss(batch).backward()
+            for n, p in params.items():
+                if p.grad is not None:
+                    task[n] += p.grad.detach().pow(2)
+        for p in params.values():
+            p.grad = None
+        k = max(1, len(batches))
+        gamma = self.params.decay
+        self.fisher = {
+            n: (gamma * self.fisher[n] + f / k) if n in self.fisher and self.fisher[n].shape == f.shape else f / k
+            for n, f in task.items()
+        }
+        self.anchor = _values(named)
+
+    def penalty(self, named: Named) -> torch.Tensor | None:
+        if not self.anchor:
+            return None
+        return 0.5 * self.params.lambda_ * _quadratic(named, self.fisher, self.anchor)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        if not self.fisher:
+            return {}
+        return {"fisherMax": max(float(f.max()) for f in self.fisher.values())}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"fisher": dict(self.fisher), "anchor": dict(self.anchor)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.fisher, self.anchor = dict(state["fisher"]), dict(state["anchor"])
+
+
+class SynapticIntelligence:
+    """See the module docstring. State: omega (this task's path integral), Omega, the anchor, the parameters at the
+    task's start and after the last step, and the last gradient (tensors)."""
+
+    def __init__(self, params: SiFields) -> None:
+        self.params = params
+        self.omega: dict[str, torch.Tensor] = {}
+        self.big_omega: dict[str, torch.Tensor] = {}
+        self.anchor: dict[str, torch.Tensor] = {}
+        self.start: dict[str, torch.Tensor] = {}
+        self.previous: dict[str, torch.Tensor] = {}
+        self.grad: dict[str, torch.Tensor] = {}
+
+    def begin_task(self, named: Named) -> None:
+        import torch
+
+        self.start = _values(named)
+        self.previous = _values(named)
+        self.omega = {n: torch.zeros_like(v) for n, v in self.start.items()}
+
+    def after_backward(self, named: Named) -> None:
+        """The gradient the step will apply (read after every other change to it, so call this hook last)."""
+        self.grad = {n: p.grad.detach().clone() for n, p in named() if p.grad is not None and n in self.omega}
+
+    def after_step(self, named: Named) -> None:
+        for n, p in named():
+            if n in self.grad and n in self.previous:
+                now = p.detach()
+                self.omega[n] -= self.grad[n] * (now - self.previous[n])
+                self.previous[n] = now.clone()
+
+    def end_task(self, named: Named) -> None:
+        now = _values(named)
+        xi = self.params.damping
+        for n, w in self.omega.items():
+            if n in now:
+                add = w / ((now[n] - self.start[n]).pow(2) + xi)
+                self.big_omega[n] = self.big_omega[n] + add if n in self.big_omega else add
+        self.anchor = now
+
+    def penalty(self, named: Named) -> torch.Tensor | None:
+        if not self.anchor:
+            return None
+        return self.params.strength * _quadratic(named, self.big_omega, self.anchor)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        if not self.big_omega:
+            return {}
+        return {"importanceMax": max(float(w.max()) for w in self.big_omega.values())}
+
+    def state_dict(self) -> dict[str, Any]:
+        keys = ("omega", "big_omega", "anchor", "start", "previous", "grad")
+        return {k: dict(getattr(self, k)) for k in keys}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, dict(value))
+
+
+class L2Anchor:
+    """sum (theta - theta_previous)^2 times `strength`, from the second task on."""
+
+    def __init__(self, params: L2Fields) -> None:
+        self.params = params
+        self.anchor: dict[str, torch.Tensor] = {}
+        self.ones: dict[str, torch.Tensor] = {}
+
+    def end_task(self, named: Named) -> None:
+        import torch
+
+        self.anchor = _values(named)
+        self.ones = {n: torch.ones_like(v) for n, v in self.anchor.items()}
+
+    def penalty(self, named: Named) -> torch.Tensor | None:
+        if not self.anchor:
+            return None
+        return self.params.strength * _quadratic(named, self.ones, self.anchor)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"anchor": dict(self.anchor), "ones": dict(self.ones)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.anchor, self.ones = dict(state["anchor"]), dict(state["ones"])
+
+
+def agem_project(g: torch.Tensor, g_ref: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """A-GEM's projection of a flat gradient `g` against the reference `g_ref`; returns (the gradient to apply,
+    whether it was projected). The result's dot product with `g_ref` is never negative (up to rounding: exactly 0
+    after a projection)."""
+    dot = float(g @ g_ref)
+    if dot >= 0:
+        return g, False
+    norm = float(g_ref @ g_ref)
+    if norm == 0:
+        return g, False
+    return g - (dot / norm) * g_ref, True
+
+
+class AGEM:
+    """See the module docstring. Counts the steps whose gradient it projected (a diagnostic)."""
+
+    def __init__(self, params: AgemFields) -> None:
+        self.params = params
+        self.projected = 0
+        self.steps = 0
+
+    def after_backward(self, named: Named, reference_loss: Callable[[], torch.Tensor | None]) -> None:
+        """Project the step's gradient (in `p.grad`) against the gradient of `reference_loss()` (None: nothing in
+        memory yet, the gradient is left as it is)."""
+        import torch
+
+        params = [p for _, p in named() if p.requires_grad]
+        grads = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+        for p in params:
+            p.grad = None
+        ref = reference_loss()
+        if ref is None:
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+            return
+        ref.backward()
+        ref_grads = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat, flat_ref = torch.cat([g.flatten() for g in grads]), torch.cat([g.flatten() for g in ref_grads])
+        out, projected = agem_project(flat, flat_ref)
+        self.steps += 1
+        self.projected += int(projected)
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad = out[offset : offset + n].view_as(p).clone()
+            offset += n
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return {"projectedShare": self.projected / self.steps if self.steps else None}

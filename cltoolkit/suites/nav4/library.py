@@ -1,0 +1,148 @@
+"""The method library in nav4 (`cltoolkit.suites.library.core`): online EWC, Synaptic Intelligence, an L2 anchor and
+A-GEM, each the library's algorithm bound to this suite's interface. The suite's loss on a batch is the PPO loss
+(`Learner.policy_loss`); importances are computed from samples the method keeps from the phase's last rollouts (its
+bookkeeping, counted as such); A-GEM's reference batch is drawn from the suite's memory (counted as replay). Light to
+import (torch is imported inside the hooks)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cltoolkit.suites.library import core
+from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Nav4TaskEnd, Nav4TaskStart, Rollout
+from cltoolkit.suites.nav4.methods import AgentParams
+
+if TYPE_CHECKING:
+    import torch
+
+    from cltoolkit.suites.nav4.agent import Learner, Reservoir
+    from cltoolkit.suites.step import Step
+
+__all__ = ["Nav4AGEM", "Nav4L2", "Nav4OnlineEWC", "Nav4SI"]
+
+
+class Nav4EwcParams(AgentParams, core.EwcFields):
+    """The PPO learner's fields and online EWC's."""
+
+
+class Nav4SiParams(AgentParams, core.SiFields):
+    """The PPO learner's fields and Synaptic Intelligence's."""
+
+
+class Nav4L2Params(AgentParams, core.L2Fields):
+    """The PPO learner's fields and the L2 anchor's."""
+
+
+class Nav4AgemParams(AgentParams, core.AgemFields):
+    """The PPO learner's fields and A-GEM's."""
+
+
+class Nav4OnlineEWC(Nav4Method):
+    """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the PPO loss on samples of
+    the phase's last `fisherBatches` rollouts (each rollout's every `minibatches`-th sample), merged into a running
+    Fisher at each task's end."""
+
+    Params = Nav4EwcParams
+    summary = "online EWC (library)"
+
+    def __post_init__(self) -> None:
+        self.core = core.OnlineEWC(self.params)
+        self.kept: list[dict[str, Any]] = []
+
+    def observe(self, learner: Learner, rollout: Rollout) -> None:
+        import numpy as np
+        import torch
+
+        step = self.params.minibatches
+        self.kept.append({k: torch.from_numpy(np.array(v[::step])) for k, v in rollout.batch.items()})
+        del self.kept[: -self.params.fisherBatches]
+
+    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
+        batches = [{k: v.to(learner.device) for k, v in b.items()} for b in self.kept]
+        self.core.end_task(learner.net.named_parameters, batches, learner.policy_loss)
+        self.kept = []
+
+    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
+        return self.core.penalty(learner.net.named_parameters)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return self.core.diagnostics()
+
+
+class Nav4SI(Nav4Method):
+    """Synaptic Intelligence (Zenke et al. 2017) on the step hooks: the path integral of the gradient read after
+    backward (the PPO loss plus the penalty, before clipping) times each step's parameter change."""
+
+    Params = Nav4SiParams
+    summary = "Synaptic Intelligence (library)"
+
+    def __post_init__(self) -> None:
+        self.core = core.SynapticIntelligence(self.params)
+
+    def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
+        self.core.begin_task(learner.net.named_parameters)
+
+    def after_backward(self, learner: Learner, step: Step) -> None:
+        self.core.after_backward(learner.net.named_parameters)
+
+    def after_step(self, learner: Learner, step: Step) -> None:
+        self.core.after_step(learner.net.named_parameters)
+
+    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
+        self.core.end_task(learner.net.named_parameters)
+
+    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
+        return self.core.penalty(learner.net.named_parameters)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return self.core.diagnostics()
+
+
+class Nav4L2(Nav4Method):
+    """An L2 pull towards the parameters at the end of the previous task (the unweighted baseline)."""
+
+    Params = Nav4L2Params
+    summary = "L2 anchor to the previous task (library)"
+
+    def __post_init__(self) -> None:
+        self.core = core.L2Anchor(self.params)
+
+    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
+        self.core.end_task(learner.net.named_parameters)
+
+    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
+        return self.core.penalty(learner.net.named_parameters)
+
+
+class Nav4AGEM(Nav4Method):
+    """A-GEM (Chaudhry et al. 2019) on the after-backward hook: every training rollout goes to the suite's reservoir
+    memory; each step's gradient is projected against the PPO loss's gradient on `referenceSamples` samples drawn
+    from it (counted as replayed samples, so the step counts partly as a replay update)."""
+
+    Params = Nav4AgemParams
+    summary = "A-GEM with the suite's reservoir memory (library)"
+
+    def __post_init__(self) -> None:
+        self.core = core.AGEM(self.params)
+        self.memory: Reservoir | None = None
+
+    def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
+        if self.memory is None:
+            self.memory = learner.memory or learner.new_memory(self.params.capacity)
+
+    def observe(self, learner: Learner, rollout: Rollout) -> None:
+        if self.memory is not None:
+            self.memory.add(rollout)
+
+    def after_backward(self, learner: Learner, step: Step) -> None:
+        memory = self.memory
+
+        def reference() -> torch.Tensor | None:
+            if memory is None or len(memory) == 0 or learner.task == 0:
+                return None  # the first task has nothing to protect
+            return learner.policy_loss(memory.sample(self.params.referenceSamples, learner.device))
+
+        self.core.after_backward(learner.net.named_parameters, reference)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return self.core.diagnostics()

@@ -1,0 +1,125 @@
+"""The method library in wmf (`cltoolkit.suites.library.core`): online EWC, Synaptic Intelligence and an L2 anchor,
+each the library's algorithm bound to this suite's interface. The suite's loss on a batch is the world-model loss
+(`RSSM.loss`, with the posterior noise at zero for importances); each method trains its own task-A model with its
+hooks (`own_task_a_model`), so its importances come from its own task-A phase. Light to import."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from cltoolkit.suites.library import core as lib
+from cltoolkit.suites.wmf.api import Minibatch, TaskEnd, TaskStart, WorldModelMethod
+
+if TYPE_CHECKING:
+    import torch
+
+    from cltoolkit.suites.step import Step
+    from cltoolkit.suites.wmf.world import RSSM
+
+__all__ = ["WmfL2", "WmfOnlineEWC", "WmfSI"]
+
+
+class _Library(WorldModelMethod):
+    own_task_a_model: ClassVar[bool] = True
+
+    algo: lib.OnlineEWC | lib.SynapticIntelligence | lib.L2Anchor
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"core": self.algo.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.algo.load_state_dict(state["core"])
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return self.algo.diagnostics()
+
+
+def _loss(model: RSSM) -> Any:
+    import torch
+
+    def loss(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        obs, actions = batch
+        eps = torch.zeros(obs.shape[0], obs.shape[1], model.latent, device=obs.device)
+        value: torch.Tensor = model.loss(obs, actions, eps)[0]
+        return value
+
+    return loss
+
+
+class WmfOnlineEWC(_Library):
+    """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the world-model loss on the
+    phase's last `fisherBatches` minibatches, merged into a running Fisher at each task's end (every parameter, the
+    encoder's included, unlike `wmf.ewc`'s transition-only Fisher)."""
+
+    Params = lib.EwcFields
+    algo: lib.OnlineEWC
+    summary: ClassVar[str] = "online EWC on the whole world model (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = lib.OnlineEWC(self.params)
+        self.kept: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def extra_loss(self, model: RSSM, batch: Minibatch) -> torch.Tensor | None:
+        self.kept.append((batch.obs.detach().clone(), batch.actions.detach().clone()))
+        del self.kept[: -self.params.fisherBatches]
+        return self.algo.penalty(model.named_parameters)
+
+    def end_task(self, model: RSSM, task: TaskEnd) -> None:
+        if not task.last:
+            self.algo.end_task(model.named_parameters, self.kept, _loss(model))
+        self.kept = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"core": self.algo.state_dict(), "kept": [list(b) for b in self.kept]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.algo.load_state_dict(state["core"])
+            self.kept = [(b[0], b[1]) for b in state["kept"]]
+
+
+class WmfSI(_Library):
+    """Synaptic Intelligence (Zenke et al. 2017) on the step hooks: the path integral of the gradient read after
+    backward (the world-model loss plus the penalty) times each step's parameter change."""
+
+    Params = lib.SiFields
+    algo: lib.SynapticIntelligence
+    summary: ClassVar[str] = "Synaptic Intelligence (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = lib.SynapticIntelligence(self.params)
+
+    def begin_task(self, model: RSSM, task: TaskStart) -> None:
+        self.algo.begin_task(model.named_parameters)
+
+    def after_backward(self, model: RSSM, step: Step) -> None:
+        self.algo.after_backward(model.named_parameters)
+
+    def after_step(self, model: RSSM, step: Step) -> None:
+        self.algo.after_step(model.named_parameters)
+
+    def end_task(self, model: RSSM, task: TaskEnd) -> None:
+        if not task.last:
+            self.algo.end_task(model.named_parameters)
+
+    def extra_loss(self, model: RSSM, batch: Minibatch) -> torch.Tensor | None:
+        return self.algo.penalty(model.named_parameters)
+
+
+class WmfL2(_Library):
+    """An L2 pull towards the parameters at the end of task A (the unweighted baseline)."""
+
+    Params = lib.L2Fields
+    algo: lib.L2Anchor
+    summary: ClassVar[str] = "L2 anchor to the task-A model (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = lib.L2Anchor(self.params)
+
+    def end_task(self, model: RSSM, task: TaskEnd) -> None:
+        if not task.last:
+            self.algo.end_task(model.named_parameters)
+
+    def extra_loss(self, model: RSSM, batch: Minibatch) -> torch.Tensor | None:
+        return self.algo.penalty(model.named_parameters)

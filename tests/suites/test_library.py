@@ -1,0 +1,151 @@
+"""The method library (#51): each algorithm's defining property on a problem whose answer is known, and each method
+run to completion in nav4 and wmf pilots through the suites' drivers (the same algorithm code in both)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cltoolkit.suites.library import core
+from tests.suites.test_guards import _nav4_doc, _nav4_run, _wmf_run
+
+torch = pytest.importorskip("torch")
+
+
+def test_si_importance_is_the_path_integral_on_a_quadratic() -> None:
+    """L = a/2 (theta - b)^2 under SGD: omega = -sum g dtheta = eta sum g^2, and the loss fell by
+    eta sum g^2 - (a eta^2 / 2) sum g^2; with a small step the two agree to O(eta)."""
+    a, b, eta = 3.0, 2.0, 1e-3
+    theta = torch.nn.Parameter(torch.tensor([-1.0], dtype=torch.float64))
+    named = lambda: [("theta", theta)]  # noqa: E731
+    si = core.SynapticIntelligence(core.SiFields(strength=1.0, damping=0.1))
+    si.begin_task(named)
+    opt = torch.optim.SGD([theta], lr=eta)
+
+    def loss() -> Any:
+        return 0.5 * a * (theta - b).pow(2).sum()
+
+    start_loss = float(loss().detach())
+    squares = 0.0
+    for _ in range(2000):
+        opt.zero_grad()
+        loss().backward()
+        squares += float(theta.grad.pow(2).sum())
+        si.after_backward(named)
+        opt.step()
+        si.after_step(named)
+    drop = start_loss - float(loss().detach())
+    omega = float(si.omega["theta"])
+    assert omega == pytest.approx(eta * squares, rel=1e-9)  # exactly the accumulated -g . dtheta
+    assert omega == pytest.approx(drop + 0.5 * a * eta**2 * squares, rel=1e-9)  # the path integral, exactly
+    assert omega == pytest.approx(drop, rel=2 * a * eta)  # and the loss's fall to first order
+    si.end_task(named)
+    moved = float(theta.detach()) - (-1.0)
+    assert float(si.big_omega["theta"]) == pytest.approx(omega / (moved**2 + 0.1), rel=1e-12)
+
+
+def test_ewc_fisher_of_a_gaussian_linear_model_is_the_input_second_moment() -> None:
+    """y ~ N(w x, 1): the score is (y - w x) x, so at the true w the Fisher is E[x^2] (= s^2 for x ~ N(0, s^2))."""
+    gen = torch.Generator().manual_seed(0)
+    s, w_true, n = 1.7, 0.8, 20_000
+    x = torch.randn(n, generator=gen, dtype=torch.float64) * s
+    y = w_true * x + torch.randn(n, generator=gen, dtype=torch.float64)
+    w = torch.nn.Parameter(torch.tensor(w_true, dtype=torch.float64))
+    ewc = core.OnlineEWC(core.EwcFields.model_validate({"lambda": 1.0}))
+    batches = list(zip(x, y, strict=True))
+    ewc.end_task(lambda: [("w", w)], batches, lambda b: 0.5 * (b[1] - w * b[0]) ** 2)
+    assert float(ewc.fisher["w"]) == pytest.approx(s**2, rel=0.05)
+    assert w.grad is None  # the importances leave no gradient behind
+    with torch.no_grad():
+        w += 0.5
+    penalty = ewc.penalty(lambda: [("w", w)])
+    assert penalty is not None
+    assert float(penalty.detach()) == pytest.approx(0.5 * float(ewc.fisher["w"]) * 0.25)
+    ewc.params = core.EwcFields.model_validate({"lambda": 1.0, "decay": 0.5})
+    first = ewc.fisher["w"].clone()
+    ewc.end_task(lambda: [("w", w)], batches[:1000], lambda b: 0.5 * (b[1] - w * b[0]) ** 2)
+    assert float(ewc.fisher["w"]) > 0.5 * float(first)  # gamma F + F_task
+
+
+def test_agem_applied_gradient_never_points_against_the_reference() -> None:
+    gen = torch.Generator().manual_seed(1)
+    projected = 0
+    for _ in range(500):
+        g, ref = torch.randn(50, generator=gen), torch.randn(50, generator=gen)
+        out, did = core.agem_project(g, ref)
+        projected += did
+        assert float(out @ ref) >= -1e-5 * float(ref.norm() * g.norm())
+        if not did:
+            assert torch.equal(out, g)
+    assert 150 < projected < 350  # about half the random pairs point against each other
+    # through the hook, on a model: the gradient left in p.grad has a non-negative dot product with the reference's
+    lin = torch.nn.Linear(4, 1)
+    x, y = torch.randn(8, 4, generator=gen), torch.randn(8, 1, generator=gen)
+    xr, yr = torch.randn(8, 4, generator=gen), -3 * torch.randn(8, 1, generator=gen)
+    agem = core.AGEM(core.AgemFields(capacity=10, referenceSamples=8))
+    for _ in range(20):
+        lin.zero_grad()
+        ((lin(x) - y) ** 2).mean().backward()
+        agem.after_backward(lin.named_parameters, lambda: ((lin(xr) - yr) ** 2).mean())
+        applied = torch.cat([p.grad.flatten() for p in lin.parameters()])
+        lin.zero_grad()
+        ((lin(xr) - yr) ** 2).mean().backward()
+        reference = torch.cat([p.grad.flatten() for p in lin.parameters()])
+        assert float(applied @ reference) >= -1e-6
+        with torch.no_grad():
+            for p, g in zip(lin.parameters(), applied.split([p.numel() for p in lin.parameters()]), strict=True):
+                p -= 0.1 * g.view_as(p)
+    assert agem.steps == 20
+
+
+NAV4_FIELDS: dict[str, dict[str, Any]] = {
+    "nav4.ewc-online": {"lambda": 10.0, "fisherBatches": 2},
+    "nav4.si": {"strength": 0.1},
+    "nav4.l2": {"strength": 0.01},
+    "nav4.a-gem": {"capacity": 500, "referenceSamples": 16},
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAV4_FIELDS))
+def test_library_methods_run_in_a_nav4_pilot(tmp_path: Path, name: str) -> None:
+    from cltoolkit.suites.nav4.suite import make_method
+
+    agent = dict(_nav4_doc()["comparisons"][0]["hyperparameters"])
+    method = make_method(name, {**agent, **NAV4_FIELDS[name]})
+    out = _nav4_run(tmp_path, method)
+    samples = out["budget"]["samples"]
+    assert samples["other"] == 0
+    if name == "nav4.a-gem":
+        assert out["budget"]["replaySamples"] == samples["memory"] > 0  # reference batches, counted as replay
+        share = out["metrics"]["methodDiagnostics"]["projectedShare"]
+        assert share is not None and 0 <= share <= 1
+    if name == "nav4.ewc-online":
+        assert samples["bookkeeping"] > 0  # the Fisher's passes, counted as the method's bookkeeping
+        assert out["metrics"]["methodDiagnostics"]["fisherMax"] > 0
+    if name == "nav4.si":
+        assert out["metrics"]["methodDiagnostics"]["importanceMax"] > 0
+
+
+WMF_FIELDS: dict[str, dict[str, Any]] = {
+    "wmf.ewc-online": {"lambda": 100.0, "fisherBatches": 2},
+    "wmf.si": {"strength": 1.0},
+    "wmf.l2": {"strength": 1.0},
+}
+
+
+@pytest.mark.parametrize("name", sorted(WMF_FIELDS))
+def test_library_methods_run_in_a_wmf_pilot(tmp_path: Path, name: str) -> None:
+    from cltoolkit.suites.wmf.suite import make_method
+
+    method = make_method(name, WMF_FIELDS[name])
+    out = _wmf_run(tmp_path, method)
+    metrics = out["metrics"]
+    assert math.isfinite(metrics["pf"]) and math.isfinite(metrics["rd"])
+    assert out["budget"]["samples"]["other"] == 0
+    if name == "wmf.ewc-online":
+        assert metrics["fisherMax"] > 0  # over every parameter: the encoder's too, unlike wmf.ewc's
+    if name == "wmf.si":
+        assert metrics["importanceMax"] > 0
