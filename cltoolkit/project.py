@@ -62,6 +62,12 @@ class Project:
         root = self.root.resolve()
         real = path.resolve()
         if real != root and root not in real.parents:
+            plain = path.absolute()
+            if plain != root and root not in plain.parents:
+                raise Refusal(
+                    f"{path} lies outside the project folder {root}: clt writes only inside the project (copy the "
+                    f"file into {self.protocols_dir} to report it there)"
+                )
             raise Refusal(
                 f"{path} leads outside the project folder (to {real}, through a symbolic link): clt writes only "
                 f"inside {root}; replace the link with a folder"

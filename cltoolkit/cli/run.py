@@ -36,9 +36,11 @@ def register(app: typer.Typer) -> None:
         seeds: Annotated[list[str] | None, typer.Option("--seeds", help="Seeds (comma-separated).")] = None,
         orders: Annotated[list[str] | None, typer.Option("--orders", help="Task order ids (comma-separated).")] = None,
         cells: Annotated[list[str] | None, typer.Option("--cells", help="Grid cells (comma-separated).")] = None,
-        workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: cores).")] = None,
+        workers: Annotated[
+            int | None, typer.Option("--workers", min=1, help="Parallel runs, at least 1 (default: cores).")
+        ] = None,
         timeout: Annotated[float | None, typer.Option("--timeout", help="Per-run limit in seconds.")] = None,
-        threads: Annotated[int, typer.Option("--threads", help="Torch threads per run.")] = 1,
+        threads: Annotated[int, typer.Option("--threads", min=1, help="Torch threads per run.")] = 1,
         executor: Annotated[
             str, typer.Option("--executor", help="local (default) or ray (extra clt-prereg[ray]).")
         ] = "local",

@@ -287,6 +287,8 @@ def report_protocol(
     The report's figures are drawn in a forked child while this process builds the document, validates it and
     writes the page (`report.forked`); nothing is written before the document validates. The garbage collector
     is paused throughout (`collection_paused`: the records are many small acyclic objects)."""
+    if not dry_run:  # the results block is written into the protocol file: only one inside the project
+        project.writable(project.resolve_protocol(ref))
     with collection_paused():
         loaded, results, records = gatekeep(
             project,

@@ -23,12 +23,13 @@ from cltoolkit.run.malloc import keep_freed_memory
 __all__ = ["execute_job", "main"]
 
 
-def _torch_threads(threads: int) -> int | None:
+def _torch_threads() -> int | None:
+    """The intra-op threads torch used, read from torch after the run (a suite sets its protocol's count; nothing
+    is set here, so the record says what the computation had), or None where the run never imported torch."""
     if "torch" not in sys.modules:
         return None
     import torch
 
-    torch.set_num_threads(threads)
     return int(torch.get_num_threads())
 
 
@@ -63,7 +64,7 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
             "device": output.device,
             "precision": output.precision,
             "splits": output.splits,
-            "torchThreads": _torch_threads(threads),
+            "torchThreads": _torch_threads(),
         }
     except Exception as exc:  # a failed run: recorded, never retried
         traceback.print_exc()

@@ -1,0 +1,62 @@
+"""Fail closed on the environment (#52): reports of every protocol are kept by git, `--workers` is at least 1,
+`python -m cltoolkit` never imports from the working folder, a report is never written into a protocol file
+outside the project, and the recorded torch thread count is torch's own."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_gitignore_keeps_the_reports_of_every_protocol() -> None:
+    for path in ("reports/cw10-v1/report.md", "reports/nav4-v2/preliminary/results.json", "reports/x-v9/report.html"):
+        done = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO)
+        assert done.returncode == 1, f"{path} is ignored by .gitignore: a fresh clone would lack it"
+
+
+def test_workers_must_be_at_least_one(project, cli) -> None:
+    for bad in ("0", "-3"):
+        out = cli("run", "-p", "nav4-v1", "--pilot", "--workers", bad)
+        assert out.exit_code == 2 and "Traceback" not in out.output
+        assert "--workers" in out.output
+
+
+def test_python_m_cltoolkit_never_imports_from_the_working_folder(tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    (tmp_path / "numpy.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit(9)\n")
+    (tmp_path / "typer.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit(9)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "cltoolkit", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+
+
+def test_report_refuses_to_write_into_a_protocol_outside_the_project(project, cli, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    target = outside / "nav4-v1.json"
+    shutil.copy(project.protocol_path("nav4-v1"), target)
+    before = target.read_bytes()
+    out = cli("report", "--protocol", str(target))
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    assert "lies outside the project folder" in out.output
+    assert target.read_bytes() == before
+
+
+def test_recorded_torch_threads_are_what_torch_has() -> None:
+    torch = pytest.importorskip("torch")
+    from cltoolkit.run.worker import _torch_threads
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert _torch_threads() == 1 == torch.get_num_threads()  # read, never set
+    finally:
+        torch.set_num_threads(before)
