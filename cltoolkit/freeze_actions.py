@@ -65,7 +65,10 @@ def freeze(
         frozenOn=now or datetime.datetime.now(datetime.UTC).replace(microsecond=0),
         schemaVersion=SCHEMA_VERSION,
         toolkitVersion=__version__,
-        components={k: ComponentPin.model_validate(v) for k, v in protocol_components(regs, loaded.model).items()},
+        components={
+            k: ComponentPin.model_validate(v)
+            for k, v in {**protocol_components(regs, loaded.model), **provenance.evaluator_sources()}.items()
+        },
     )
     from cltoolkit.planning import freeze_power_warnings
 
@@ -214,13 +217,17 @@ def amend_code(
     if not reason:
         raise InputError("--reason is empty: say why the code changed and its expected effect on the results")
     kind, _, name = component.partition(":")
-    regs = registries(project.components_file)
-    regs[kind].get(name)  # imported as `clt run` imports it (a project's own module from the project folder)
-    digest = provenance.component_digest(regs[kind].target(name))
+    if component in provenance.EVALUATOR:  # the toolkit's gatekeeper or statistics: not a registered component
+        target = provenance.EVALUATOR[component]
+    else:
+        regs = registries(project.components_file)
+        regs[kind].get(name)  # imported as `clt run` imports it (a project's own module from the project folder)
+        target = regs[kind].target(name)
+    digest = provenance.component_digest(target)
     if digest == provenance.NO_SOURCE:
         raise Refusal(
-            f"{component}: no source files found for {regs[kind].target(name)}; an amendment must name the digest "
-            "of the code the runs will load"
+            f"{component}: no source files found for {target}; an amendment must name the digest of the code the "
+            "runs will load"
         )
     document = load_json_file(path)
     status = dict(

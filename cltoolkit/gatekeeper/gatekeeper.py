@@ -25,7 +25,7 @@ from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import RESULTS_VERSION, BudgetCheck, GateResult, Results, RunCounts, RunSummary
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
-from cltoolkit.run.provenance import component_digest
+from cltoolkit.run.provenance import EVALUATOR, component_digest
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, replicate_key
 from cltoolkit.run.store import RunStore, collection_paused
@@ -172,6 +172,8 @@ def gatekeep(
     reporting = {}
     if suite.analysis and lock.components is not None:  # the analysis computes the results now: evaluator code
         reporting[f"analysis:{suite.analysis}"] = component_digest(regs.analysis.target(suite.analysis))
+    if lock.components is not None:  # and the gatekeeper and statistics, where the lock pins them
+        reporting.update({k: component_digest(t) for k, t in EVALUATOR.items() if k in lock.components})
     code_states, unpinned = check_pinned_code(used, lock, protocol.status, allow_mixed_code, where, reporting)
     mixed_code += unpinned
     excluded: dict[str, str] = {}

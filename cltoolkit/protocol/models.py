@@ -453,7 +453,7 @@ class CodeAmendment(Strict):
 
     on: datetime.date
     """When the amendment was recorded."""
-    component: str = Field(pattern=r"^(suite|method|metric|analysis):.+$")
+    component: str = Field(pattern=r"^(suite|method|metric|analysis|evaluator):.+$")
     """`<kind>:<name>` of the component whose code changed."""
     sourceSha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     """The digest of the amended code that runs may now carry (beside the lock's)."""

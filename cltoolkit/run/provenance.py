@@ -12,9 +12,11 @@ from pathlib import Path
 from cltoolkit import __version__
 
 __all__ = [
+    "EVALUATOR",
     "component_digest",
     "component_source",
     "cpu_text",
+    "evaluator_sources",
     "git_state",
     "hardware_text",
     "hostname",
@@ -164,6 +166,14 @@ def _source_digest(root: str, single_file: bool) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+EVALUATOR = {
+    "evaluator:gatekeeper": "cltoolkit.gatekeeper.gates:decide_gates",
+    "evaluator:stats": "cltoolkit.stats.paired:__name__",
+}
+"""The toolkit's own code that decides results, pinned in every lock beside the protocol's components: the
+gatekeeper (refusal rules, gate decisions, the results block) and the statistics (tests, intervals, corrections).
+Each digest covers its whole package folder, as a component's does."""
+
 NO_SOURCE = "sha256:" + "0" * 64
 """The digest of a component with no source files to read (built-in or compiled; never written by `amend-code`)."""
 
@@ -181,6 +191,11 @@ def component_digest(target: str) -> str:
     if "." in module or Path(origin).name == "__init__.py":
         return _source_digest(str(Path(origin).parent), False)
     return _source_digest(origin, True)
+
+
+def evaluator_sources() -> dict[str, dict[str, str | None]]:
+    """`evaluator:<part>` -> the source of the toolkit's gatekeeper and statistics code (`EVALUATOR`)."""
+    return {name: component_source(target) for name, target in EVALUATOR.items()}
 
 
 def component_source(target: str) -> dict[str, str | None]:

@@ -170,6 +170,6 @@ def test_every_problem_at_once(cli, project) -> None:
 def test_suggestions_come_from_the_protocols_suite(cli, project) -> None:
     out = _cli_error(cli, project, lambda d: d["comparisons"][0].update(method="linear"))
     line = next(x for x in out.splitlines() if "/comparisons/0/method" in x)
-    assert "Available for suite 'nav4': nav4.joint, " in line
+    assert "Available for suite 'nav4': nav4.a-gem, " in line and "nav4.joint, " in line
     assert "ladder." not in line
     assert "wmf." not in line

@@ -64,6 +64,8 @@ def test_the_lock_pins_every_component_the_protocol_uses(mine: Project) -> None:
         "method:toy.method",
         "metric:toy.score-v1",
         "analysis:toy",
+        "evaluator:gatekeeper",
+        "evaluator:stats",
     }
     assert lock.components["method:me.mine"].target == "mymethods:Mine"
     assert read(mine.lock_path("toy-v1"))["components"]["method:me.mine"]["sourceSha256"].startswith("sha256:")
@@ -207,3 +209,40 @@ def test_amend_code_digests_the_project_module_a_run_loads_never_zero(toy: Proje
     assert amendment.sourceSha256 != provenance.NO_SOURCE
     run_digest = provenance.component_digest(registries(toy.components_file).method.target("me.proj"))
     assert amendment.sourceSha256 == run_digest
+
+
+def test_a_changed_gate_decision_rule_is_refused_then_reported_under_an_amendment_printed_first(
+    mine: Project, cli, monkeypatch
+) -> None:
+    """The lock pins the gatekeeper and the statistics (#52): a report computed by other gatekeeper code is refused
+    by name until a dated amendment accepts it, and every report then prints the amendment first."""
+    from cltoolkit.run import provenance
+
+    lock = read_lock(mine, "toy-v1")
+    assert lock is not None and lock.components is not None
+    assert lock.components["evaluator:gatekeeper"].target.startswith("cltoolkit.gatekeeper.")
+    assert lock.components["evaluator:stats"].target.startswith("cltoolkit.stats.")
+    assert cli("run", "-p", "toy-v1").exit_code == 0
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    real = provenance._source_digest
+
+    def edited(path: str, single: bool) -> str:  # the gatekeeper's folder as if a decision rule were edited
+        return "sha256:" + "1" * 64 if Path(path).name == "gatekeeper" else real(path, single)
+
+    monkeypatch.setattr(provenance, "_source_digest", edited)
+    out = cli("report", "-p", "toy-v1")
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    assert "evaluator:gatekeeper: the code computing this report is sha256:1111" in out.output
+    check = cli("report", "-p", "toy-v1", "--check")
+    assert check.exit_code == 1 and "evaluator:gatekeeper" in check.output
+    out = cli(
+        "protocol", "amend-code", "toy-v1", "--component", "evaluator:gatekeeper", "--reason", "Holm made step-down"
+    )
+    assert out.exit_code == 0, out.output
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    results = read(mine.protocol_path("toy-v1"))["results"]
+    assert results["componentCode"]["evaluator:gatekeeper"] == "amended"
+    assert results["componentCode"]["evaluator:stats"] == "as frozen"
+    top = (mine.reports_dir / "toy-v1" / "report.md").read_text().split("## ", 1)[0]
+    assert "Code amendments: 1 change(s) of the pinned evaluator" in top
+    assert "`evaluator:gatekeeper` now `sha256:111111111111...`: Holm made step-down" in top
