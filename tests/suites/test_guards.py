@@ -317,3 +317,15 @@ def test_wmf_declared_memory_capacity_binds_replay(tmp_path: Path) -> None:
     method = ReplayInfinite(params=ReplayParams(taskAShare=0.5), hyperparameters={"taskAShare": 0.5}, name="r")
     with pytest.raises(BudgetViolation, match=r"^budget.memoryCapacity: task B's sampling\(\) replays \d+ transitions"):
         _wmf_run(tmp_path, method, budget={"memoryCapacity": 3})
+
+
+def test_nav4_network_field_binds_the_default_network(project, cli) -> None:
+    from tests.conftest import read, write
+
+    path = project.protocol_path("nav4-v1")
+    doc = read(path)
+    doc["comparisons"][0]["hyperparameters"]["network"] = "resnet-50"
+    write(path, doc)
+    out = cli("protocol", "validate", "nav4-v1")
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert "/comparisons/0/hyperparameters/network: 'resnet-50' names no network" in out.output

@@ -28,6 +28,10 @@ def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries 
     return components.make_method(Nav4Method, name, hyperparameters, regs or registries())
 
 
+DEFAULT_NETWORK = "small-cnn"
+"""The name `AgentParams.network` gives the suite's default network (`cltoolkit.suites.nav4.net.Net`)."""
+
+
 class Nav4Suite(Suite):
     """Four-task MiniGrid navigation diagnostic."""
 
@@ -59,6 +63,19 @@ class Nav4Suite(Suite):
                     f"/comparisons/{i}/method",
                     f"method {comp.method!r}: its Params must subclass cltoolkit.plugin.Nav4AgentParams (the suite's "
                     "PPO learner reads those fields)",
+                )
+            network = comp.hyperparameters.get("network")
+            if (
+                isinstance(cls, type)
+                and issubclass(cls, Nav4Method)
+                and cls.network is Nav4Method.network
+                and network is not None
+                and network != DEFAULT_NETWORK
+            ):
+                yield Problem(
+                    f"/comparisons/{i}/hyperparameters/network",
+                    f"{network!r} names no network: method {comp.method!r} uses the suite's default network, "
+                    f"{DEFAULT_NETWORK!r} (a method brings its own by defining `network(canvas)`)",
                 )
         tasks = {t.id for t in protocol.environment.tasks}
         for i, order in enumerate(protocol.seeds.taskOrders):
