@@ -1,4 +1,4 @@
-"""The layer rules of DESIGN.md section 1 are import-linter contracts (`pyproject.toml`, run by `make lint`).
+"""The layer rules of docs/design.md section 1 are import-linter contracts (`pyproject.toml`, run by `make lint`).
 
 The contracts pass on the package, and each kind of broken rule, planted in a scratch copy, makes them fail."""
 

@@ -1,4 +1,4 @@
-"""Canonical protocol hash, canonicalization `jcs-sha256/v1` (DESIGN.md section 2).
+"""Canonical protocol hash, canonicalization `jcs-sha256/v1` (docs/design.md section 2).
 
 `sha256:` + hex SHA-256 of the RFC 8785 (JCS) serialization of the document with the top-level keys
 `results` and `status` removed. The id is stored with every hash; a new algorithm gets a new id, never new

@@ -1,6 +1,6 @@
 """The freeze ledger: `registry/locks/<id>.lock.json`, plus a canonical snapshot of what was frozen.
 
-The lock holds `{protocol, sha256, canonicalization, frozenOn, schemaVersion, toolkitVersion}` (DESIGN.md
+The lock holds `{protocol, sha256, canonicalization, frozenOn, schemaVersion, toolkitVersion}` (docs/design.md
 section 2). Beside it, `<id>.frozen.json` keeps the canonical hashed content, so `verify` can name the JSON
 pointers that changed (its own hash must equal the lock's, so it cannot be edited unnoticed either).
 """

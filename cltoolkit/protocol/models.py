@@ -1,4 +1,4 @@
-"""The protocol envelope (DESIGN.md section 2). Suites subclass `ProtocolBase` to add their typed sections
+"""The protocol envelope (docs/design.md section 2). Suites subclass `ProtocolBase` to add their typed sections
 (`environment`, `tasks`, `families`, ...) and fix `suite` to a literal.
 
 One module although it is long: it is the envelope's schema (`schemas/protocol.schema.json` is generated from it),

@@ -1,4 +1,4 @@
-"""The results block: written into a protocol by the gatekeeper only (DESIGN.md section 4)."""
+"""The results block: written into a protocol by the gatekeeper only (docs/design.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Report parts every suite gets by recording two conventional metric entries (DESIGN.md, run record):
+"""Report parts every suite gets by recording two conventional metric entries (docs/design.md section 3, the record):
 
 - `successMatrix`: {"tasks": [...], "phases": [...], "values": [[value of task j after phase i]]} - the per-task
   success (or any per-task score) evaluated after each training phase; a null is a task not evaluated then.

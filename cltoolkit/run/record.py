@@ -1,4 +1,4 @@
-"""The run record (DESIGN.md section 3): versioned, with provenance, sealed, written atomically, never lying.
+"""The run record (docs/design.md section 3): versioned, with provenance, sealed, written atomically, never lying.
 
 Readers migrate older `recordVersion`s through `MIGRATIONS` and refuse newer ones.
 
