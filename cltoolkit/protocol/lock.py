@@ -165,7 +165,8 @@ class VerifyOutcome:
 def verify(project: Project, *, history: bool = True, accept_shallow: bool = False) -> list[VerifyOutcome]:
     """Recompute every locked protocol's hash and check each lock against its snapshot and (in git) its whole
     history, merges included; also fail for a protocol that claims to be frozen or reported without a lock, for a
-    lock that was committed and is gone, and for a malformed, uncommitted or shrunk `refrozen.json`. Raise
+    lock that was committed and is gone, for a malformed, uncommitted or shrunk `refrozen.json`, and for a run
+    record that any commit held and that vanished or was replaced without naming it (`record_history`). Raise
     `CheckFailed` naming each problem if any. A shallow clone fails unless `accept_shallow`."""
     from cltoolkit.protocol.lock_history import (
         REFROZEN_FILE,
@@ -188,6 +189,15 @@ def verify(project: Project, *, history: bool = True, accept_shallow: bool = Fal
         ledger = [*_refrozen(project)[1], *refrozen_problems(project)]
         if ledger:
             outcomes.append(VerifyOutcome(REFROZEN_FILE, False, "-", None, tuple(ledger)))
+        from cltoolkit.protocol.record_history import record_history_problems
+
+        by_protocol: dict[str, list[str]] = {}
+        for path, problem in record_history_problems(project):
+            parts = path.split("/")
+            pid = parts[-3] if len(parts) >= 3 else path
+            by_protocol.setdefault(f"{pid} (records)", []).append(f"{path}: {problem}")
+        for pid, problems in sorted(by_protocol.items()):
+            outcomes.append(VerifyOutcome(pid, False, "-", None, tuple(problems)))
     failed = [o for o in outcomes if not o.ok]
     if failed:
         lines = [f"{o.protocol}: {p}" for o in failed for p in o.problems]

@@ -1,0 +1,89 @@
+"""History is the reference for run records (#52): `clt protocol verify` compares every record with what earlier
+commits held. An edit resealed, a `replaces` scrubbed, a deleted record run again, a record deleted: each is named
+with its commit; a redo that names what it replaced passes. Each case in a scratch git repository."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cltoolkit.project import Project
+from cltoolkit.run.record import record_seal
+from tests.conftest import write
+from tests.toy_suite import toy_protocol
+
+GIT = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
+
+
+def _commit(root: Path, message: str) -> None:
+    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-qm", message], cwd=root, check=True)
+
+
+@pytest.fixture
+def repo(toy: Project, cli) -> Project:
+    """The toy project frozen, run and committed in a git repository of its own."""
+    write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
+    assert cli("protocol", "freeze", "toy-v1").exit_code == 0
+    assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
+    subprocess.run(["git", "init", "-q"], cwd=toy.root, check=True)
+    _commit(toy.root, "runs")
+    assert cli("protocol", "verify").exit_code == 0
+    return toy
+
+
+def _record(project: Project, run_id: str = "cand-s0") -> Path:
+    return project.runs_dir / "toy-v1" / run_id / "record.json"
+
+
+def _resealed(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(path.read_text())
+    change(data)
+    data["seal"] = record_seal(data)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _verify_fails(cli, *expected: str) -> str:
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and "Traceback" not in out.output, out.output
+    for text in expected:
+        assert text in out.output, out.output
+    return str(out.output)
+
+
+def test_an_edited_and_resealed_record_is_named_committed_or_not(repo: Project, cli) -> None:
+    path = _record(repo)
+    _resealed(path, lambda d: d["metrics"].update({"toy.score-v1": 0.99}))
+    _verify_fails(cli, "runs/toy-v1/cand-s0/record.json: changed in place", "(working tree, not committed)")
+    _commit(repo.root, "tuned")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo.root, capture_output=True, text=True).stdout
+    _verify_fails(cli, "runs/toy-v1/cand-s0/record.json: changed in place", f"(commit {head[:12]})")
+
+
+def test_a_scrubbed_replaces_is_named(repo: Project, cli) -> None:
+    assert cli("run", "-p", "toy-v1", "--redo", "cand-s1", "--reason", "clock").exit_code == 0
+    _commit(repo.root, "redo")
+    assert cli("protocol", "verify").exit_code == 0  # a redo that names what it replaced passes
+    _resealed(_record(repo, "cand-s1"), lambda d: d.pop("replaces"))
+    _commit(repo.root, "scrub")
+    _verify_fails(cli, "runs/toy-v1/cand-s1/record.json: replaced without naming")
+
+
+def test_a_deleted_record_run_again_is_a_re_roll(repo: Project, cli) -> None:
+    path = _record(repo)
+    path.unlink()
+    _commit(repo.root, "delete")
+    _verify_fails(cli, "runs/toy-v1/cand-s0/record.json: a committed record is gone (commit")
+    # run again (the git refusal of `clt run` bypassed: the deletion is committed), then committed
+    assert cli("run", "-p", "toy-v1").exit_code == 0
+    assert path.exists()
+    _commit(repo.root, "re-roll")
+    _verify_fails(cli, "runs/toy-v1/cand-s0/record.json: changed in place")
+
+
+def test_a_record_deleted_in_the_working_tree_is_named(repo: Project, cli) -> None:
+    _record(repo).unlink()
+    _verify_fails(cli, "a committed record is gone (the working tree (not committed))")
