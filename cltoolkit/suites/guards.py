@@ -69,7 +69,7 @@ def unchanged(
     if changed:
         shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
         raise BudgetViolation(
-            f"the method's {hook} changed {what} ({shown}) outside the suite's updates: every update is the suite's, "
+            f"the method's {hook} changed {what} outside the suite's updates ({shown}): every update is the suite's, "
             "counted in the budget"
         )
     return out

@@ -39,7 +39,7 @@ def _record(project: Project, run_id: str = "cand-s0") -> Path:
     return project.runs_dir / "toy-v1" / run_id / "record.json"
 
 
-def _resealed(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+def _resealed(path: Path, change) -> None:
     data = json.loads(path.read_text())
     change(data)
     data["seal"] = record_seal(data)
