@@ -16,6 +16,7 @@ __all__ = [
     "dump_json",
     "dump_protocol",
     "file_mode",
+    "local_mac",
     "open_append_nofollow",
     "read_regular_bytes",
     "write_json",
@@ -136,3 +137,46 @@ def dump_protocol(document: Any) -> str:
 
 def write_json(path: Path, obj: Any, *, sort_keys: bool = True) -> None:
     atomic_write_text(path, dump_json(obj, sort_keys=sort_keys))
+
+
+_KEY: list[bytes | None] = []
+
+
+def _local_key() -> bytes | None:
+    """This machine's secret for local caches (`$XDG_CACHE_HOME/clt/local.key`, else `~/.cache/clt/local.key`):
+    32 random bytes made on first use, readable by the user only; None where it cannot be made or read (then
+    nothing cached is trusted)."""
+    if _KEY:
+        return _KEY[0]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "clt"
+    path = base / "local.key"
+    key: bytes | None = None
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "wb") as out:
+                out.write(os.urandom(32))
+        key = read_regular_bytes(path)
+        if len(key) != 32:
+            key = None
+    except OSError:
+        key = None
+    _KEY.append(key)
+    return key
+
+
+def local_mac(data: bytes) -> str | None:
+    """`hmac-sha256:<hex>` of `data` under this machine's secret: what a local cache (the store's `.seals`, wmf's
+    stage files) records so that a file committed, copied or planted from elsewhere never vouches for content; None
+    where the machine has no secret."""
+    import hashlib
+    import hmac
+
+    key = _local_key()
+    if key is None:
+        return None
+    return "hmac-sha256:" + hmac.new(key, data, hashlib.sha256).hexdigest()

@@ -48,6 +48,8 @@ runs/**/job.json
 runs/.*.driver.lock
 runs/**/.wmf-stages/
 runs/**/.nav4-layouts-*.json
+runs/**/.seals
+runs/**/redo-intent.json
 __pycache__/
 """
 

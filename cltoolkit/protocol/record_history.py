@@ -70,6 +70,11 @@ def record_history_problems(project: Project) -> list[tuple[str, str]]:
     text = _git(
         project.root, "log", "--full-history", "-m", "--reverse", "--raw", "--no-abbrev", "--format=@%H", "--", folder
     )
+    out: list[tuple[str, str]] = [
+        (path, "a committed `.seals` is ignored (each machine keeps its own, keyed by its secret): remove it from git")
+        for path in (_git(project.root, "ls-files", "--full-name", "--", folder) or "").splitlines()
+        if path.rsplit("/", 1)[-1] == ".seals"
+    ]
     versions: dict[str, list[tuple[str, str]]] = {}
     commit = ""
     for line in (text or "").splitlines():
@@ -84,10 +89,9 @@ def record_history_problems(project: Project) -> list[tuple[str, str]]:
             if not chain or chain[-1][1] != blob:
                 chain.append((commit, blob))
     if not versions:
-        return []
+        return out
     texts = _blobs(project.root, sorted({b for chain in versions.values() for _, b in chain if b != _ZERO}))
     top = Path((_git(project.root, "rev-parse", "--show-toplevel") or str(project.root)).strip())
-    out: list[tuple[str, str]] = []
     for path, chain in sorted(versions.items()):
         last: dict[str, Any] | None = None
         gone_in = ""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cltoolkit._io import NotRegularFile, file_mode, open_append_nofollow, read_regular_bytes, write_json
+from cltoolkit._io import NotRegularFile, file_mode, local_mac, open_append_nofollow, read_regular_bytes, write_json
 from cltoolkit.errors import CltError, Problem, Refusal
 from cltoolkit.run.record import RunRecord, raw_digest, read_record, write_record
 
@@ -36,8 +36,9 @@ SEALS = ".seals"
 """In a store folder, one line per record file whose seal was checked (by the driver that wrote it, or a report
 that read it): the SHA-256 of the file's bytes and the seal. Only saves re-canonicalizing and re-parsing unchanged
 files; never trusted for changed bytes (a different digest), never committed (a fresh clone checks every seal in
-full). It adds no trust: a seal is an unkeyed digest that anyone editing a record could recompute; what pins
-records is the results block's evidence manifest in git."""
+full). Each line carries a MAC under this machine's secret (`cltoolkit._io.local_mac`), so a `.seals` committed,
+copied or planted from elsewhere vouches for nothing. It adds no trust: a seal is an unkeyed digest that anyone
+editing a record could recompute; what pins records is the results block's evidence manifest and git history."""
 
 
 @contextmanager
@@ -96,24 +97,33 @@ class RunStore:
         return self.base / f".{self.protocol_id}{LOCK_FILE}"
 
     def _seals(self) -> dict[str, str]:
-        """The remembered seals; a line that is not `<64 hex> sha256:<64 hex>` is ignored."""
+        """The remembered seals: lines `<64 hex> sha256:<64 hex> hmac-sha256:<64 hex>` whose MAC this machine's
+        secret verifies (`local_mac`); any other line (committed, copied, planted, or of the older unkeyed format)
+        is ignored, and its record is checked in full."""
         try:
             lines = (self.folder / SEALS).read_text().splitlines()
         except (OSError, UnicodeDecodeError):
             return {}
         out = {}
         for line in lines:
-            key, _, seal = line.partition(" ")
-            if len(key) == 64 and seal.startswith("sha256:") and len(seal) == 71:
-                out[key] = seal
+            key, seal, mac = [*line.split(" "), "", ""][:3]
+            if len(key) == 64 and seal.startswith("sha256:") and len(seal) == 71 and mac:
+                if local_mac(f"{key} {seal}".encode()) == mac:
+                    out[key] = seal
         return out
 
     def _remember(self, seals: dict[str, str]) -> None:
         """Append lines (a write per record stays O(1)); best effort: a store that cannot be written to (a
-        read-only checkout) just checks seals in full again."""
+        read-only checkout), or a machine without a local secret, just checks seals in full again."""
+        lines = []
+        for key, seal in seals.items():
+            mac = local_mac(f"{key} {seal}".encode())
+            if mac is None:
+                return
+            lines.append(f"{key} {seal} {mac}\n")
         try:
             with open_append_nofollow(self.folder / SEALS) as out:
-                out.write("".join(f"{key} {seal}\n" for key, seal in seals.items()).encode())
+                out.write("".join(lines).encode())
         except OSError:
             pass
 

@@ -30,6 +30,7 @@ def repo(toy: Project, cli) -> Project:
     assert cli("protocol", "freeze", "toy-v1").exit_code == 0
     assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
     subprocess.run(["git", "init", "-q"], cwd=toy.root, check=True)
+    (toy.root / ".gitignore").write_text("runs/**/.seals\n")  # as `clt init` writes it: the seal memory is local
     _commit(toy.root, "runs")
     assert cli("protocol", "verify").exit_code == 0
     return toy
@@ -87,3 +88,25 @@ def test_a_deleted_record_run_again_is_a_re_roll(repo: Project, cli) -> None:
 def test_a_record_deleted_in_the_working_tree_is_named(repo: Project, cli) -> None:
     _record(repo).unlink()
     _verify_fails(cli, "a committed record is gone (the working tree (not committed))")
+
+
+def test_a_planted_seals_line_vouches_for_nothing_and_a_committed_one_is_named(repo: Project, cli) -> None:
+    """The store's seal memory is keyed by this machine's secret: a line planted for an edited record (its bytes'
+    digest and the original seal, in the old unkeyed format or with a made-up MAC) is ignored, so the edit is
+    caught; a `.seals` force-committed is named by verify."""
+    import hashlib
+
+    path = _record(repo)
+    original = json.loads(path.read_text())["seal"]
+    data = json.loads(path.read_text())
+    data["metrics"]["toy.score-v1"] = 0.99  # edited, not resealed
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    digest = hashlib.sha256(path.read_text().encode()).hexdigest()
+    seals = repo.runs_dir / "toy-v1" / ".seals"
+    seals.write_text(f"{digest} {original}\n{digest} {original} hmac-sha256:{'0' * 64}\n")
+    out = cli("report", "-p", "toy-v1")
+    assert out.exit_code != 0 and "cand-s0" in out.output and "does not match the content" in out.output
+    subprocess.run([*GIT, "add", "-f", str(seals)], cwd=repo.root, check=True)
+    subprocess.run(["git", "checkout", "--", str(path)], cwd=repo.root, check=True)
+    _commit(repo.root, "planted seals")
+    _verify_fails(cli, "runs/toy-v1/.seals: a committed `.seals` is ignored")

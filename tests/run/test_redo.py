@@ -192,6 +192,7 @@ def test_a_deleted_committed_record_is_never_run_again_silently(toy: Project, cl
     _frozen(toy, cli)
     git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
     subprocess.run(["git", "init", "-q"], cwd=toy.root, check=True)
+    (toy.root / ".gitignore").write_text("runs/**/.seals\n")
     subprocess.run([*git, "add", "-A"], cwd=toy.root, check=True)
     subprocess.run([*git, "commit", "-qm", "runs"], cwd=toy.root, check=True)
     path = toy.runs_dir / "toy-v1" / "cand-s1" / "record.json"

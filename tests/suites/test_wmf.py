@@ -392,6 +392,7 @@ def test_suite_check_names_bad_pairs_and_physics() -> None:
 
 def test_stage_cache_loads_data_only_after_its_digest(tmp_path: Path) -> None:
     import hashlib
+    import io
     import pickle
 
     from cltoolkit.suites.wmf.stages import StageCache
@@ -413,7 +414,7 @@ def test_stage_cache_loads_data_only_after_its_digest(tmp_path: Path) -> None:
     folder = tmp_path / ".wmf-stages"
     data = (folder / f"{sha}.pt").read_bytes()
     (folder / f"{sha}.pt").write_bytes(data[:-8] + b"\0" * 8)  # changed content
-    with pytest.raises(RuntimeError, match="does not match its digest"):
+    with pytest.raises(RuntimeError, match="does not match its MAC under this machine's key"):
         StageCache(tmp_path).get("s", key, compute)
     marker = tmp_path / "ran"
 
@@ -424,8 +425,14 @@ def test_stage_cache_loads_data_only_after_its_digest(tmp_path: Path) -> None:
     planted = pickle.dumps(Planted(), protocol=2)
     (folder / f"{sha}.pt").write_bytes(planted)  # a planted pickle, even with a matching digest beside it
     (folder / f"{sha}.sha256").write_text(hashlib.sha256(planted).hexdigest())
-    with pytest.raises(pickle.UnpicklingError):
-        StageCache(tmp_path).get("s", key, compute)
+    cache = StageCache(tmp_path)
+    value, _ = cache.get("s", key, compute)  # never loaded: the digest is no MAC of this machine's, so recomputed
+    assert not marker.exists()
+    assert calls == [1, 1] and cache.reused == []
+    assert torch.equal(value["state"]["w"], first["state"]["w"])
+    assert (folder / f"{sha}.sha256").read_text().startswith("hmac-sha256:")
+    with pytest.raises(pickle.UnpicklingError):  # and were it loaded, only as data (weights_only)
+        torch.load(io.BytesIO(planted), weights_only=True)
     assert not marker.exists()
 
 

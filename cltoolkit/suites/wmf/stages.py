@@ -9,8 +9,10 @@ two workers from computing one stage twice (the second waits and loads; `busy` l
 Deleting the folder loses nothing but time: the same inputs recompute bit-identical stages.
 
 A stage file holds data only (tensors, lists, numbers: `encode` turns other values into those) and is loaded with
-`torch.load(weights_only=True)`, so a planted file cannot run code; beside it `<hash>.sha256` holds the SHA-256 of
-its bytes, written by the process that computed it, and a file whose bytes do not match is refused."""
+`torch.load(weights_only=True)`, so a planted file cannot run code; beside it `<hash>.sha256` holds the MAC of its
+bytes under this machine's secret (`cltoolkit._io.local_mac`), written by the process that computed it: a file whose
+bytes do not match is refused, and a stage without this machine's MAC (planted with a matching plain digest, copied
+from another machine, or written before stages were keyed) is never loaded but computed again."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cltoolkit._io import atomic_write_text, read_regular_bytes
+from cltoolkit._io import atomic_write_text, local_mac, read_regular_bytes
 
 __all__ = ["StageCache", "code_fingerprint"]
 
@@ -109,17 +111,18 @@ class StageCache:
         fd = os.open(self.folder / f"{sha}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # never through a link
         with os.fdopen(fd, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if path.exists():
+            want = read_regular_bytes(digest_path).decode().strip() if digest_path.exists() else None
+            if path.exists() and want is not None and want.startswith("hmac-sha256:"):
                 data = read_regular_bytes(path)
-                want = read_regular_bytes(digest_path).decode().strip() if digest_path.exists() else None
-                got = hashlib.sha256(data).hexdigest()
+                got = local_mac(data)
                 if want != got:
                     raise RuntimeError(
-                        f"stage cache {path} does not match its digest ({'none recorded' if want is None else want}; "
-                        f"content {got}): it was changed or planted. Delete {self.folder} (it only costs time)"
+                        f"stage cache {path} does not match its MAC under this machine's key: it was changed, "
+                        f"planted, or copied from another machine. Delete {self.folder} (it only costs time)"
                     )
                 self.reused.append(f"{name}:{sha}")
                 return decode(torch.load(io.BytesIO(data), weights_only=True)), sha
+            # no stage, or one without this machine's MAC (an older unkeyed digest, or none): never loaded; computed
             value = compute()
             buffer = io.BytesIO()
             torch.save(encode(value), buffer)
@@ -132,5 +135,7 @@ class StageCache:
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-            atomic_write_text(digest_path, hashlib.sha256(data).hexdigest() + "\n")
+            mac = local_mac(data)
+            if mac is not None:  # without a local key nothing is written that could vouch for the stage
+                atomic_write_text(digest_path, mac + "\n")
         return value, sha
