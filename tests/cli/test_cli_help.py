@@ -40,7 +40,7 @@ def test_flags_show_no_value_and_values_show_a_name(cli) -> None:
     pilot = next(line for line in out.splitlines() if "--pilot" in line)
     workers = next(line for line in out.splitlines() if "--workers" in line)
     assert re.search(r"--pilot\s+Pilot run", pilot), pilot  # a flag: nothing between the flag and its help
-    assert re.search(r"--workers\s+WORKERS\s+Parallel", workers), workers
+    assert re.search(r"--workers\s+WORKERS \[x>=1\]\s+Parallel", workers), workers  # its bound shown
 
 
 def test_output_to_a_pipe_never_folds_a_path(tmp_path, monkeypatch) -> None:
