@@ -239,7 +239,10 @@ def _verify_one(
     except (ValidationFailed, InputError) as exc:
         return VerifyOutcome(protocol_id, False, lock.sha256, None, (*problems, *str(exc).splitlines()), tuple(notes))
     if history:
+        from cltoolkit.protocol.lock_history import dating_problems
+
         problems += errata_problems(project, protocol_id, document)
+        problems += dating_problems(project, lock, document)
     if actual != lock.sha256:
         problems.append(f"hash {actual} differs from the lock {lock.sha256}")
         if snapshot.is_file() and not snapshot_problems(snapshot, lock.sha256):

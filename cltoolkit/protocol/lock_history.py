@@ -6,11 +6,15 @@
   declared in `registry/locks/refrozen.json` (protocol -> [{commit, sha256, reason}]: a freeze withdrawn before
   any run, for one), and it has no uncommitted change;
 - in a git checkout: no erratum (`status.errata`, outside the hash) that any commit of the protocol recorded is
-  missing from the protocol now: errata are added, never withdrawn.
+  missing from the protocol now: errata are added, never withdrawn;
+- in a git checkout: a lock's `frozenOn` does not precede the commit that added it, nor an erratum's or a code
+  amendment's date the freeze, by more than a day (clock skew); a lock committed after locks began to pin code
+  pins it (`CODE_PINNED_SINCE`).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import subprocess
@@ -23,7 +27,9 @@ from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.load import load_json_file
 
 __all__ = [
+    "CODE_PINNED_SINCE",
     "REFROZEN_FILE",
+    "dating_problems",
     "errata_problems",
     "gone_lock_problems",
     "history_problems",
@@ -353,3 +359,49 @@ def errata_problems(project: Project, protocol_id: str, document: dict[str, Any]
                     "never withdrawn)"
                 )
     return problems
+
+
+CODE_PINNED_SINCE = datetime.datetime(2026, 12, 1, 22, 37, 48, tzinfo=datetime.UTC)
+"""When the toolkit began to pin component code in locks (commit e22d29e): a lock committed later without `components`
+had them removed."""
+_SKEW = datetime.timedelta(days=1)
+
+
+def dating_problems(project: Project, lock: Any, document: dict[str, Any]) -> list[str]:
+    """A backdated freeze, a lock stripped of its code pins, and errata or amendments dated before the freeze.
+    Nothing for a lock not yet committed (its first commit is checked then)."""
+    rel = _repo_path(project, project.lock_path(lock.protocol))
+    if rel is None:
+        return []
+    lines = (_git(project.root, "log", "--full-history", "--diff-filter=A", "--format=%H %cI", "--", rel) or "").split(
+        "\n"
+    )
+    added = [line.split() for line in lines if line.strip()]
+    if not added:
+        return []
+    commit, when = added[-1][0], datetime.datetime.fromisoformat(added[-1][1])
+    frozen = lock.frozenOn if lock.frozenOn.tzinfo else lock.frozenOn.replace(tzinfo=datetime.UTC)
+    out = []
+    if frozen < when - _SKEW:
+        out.append(
+            f"frozenOn {frozen:%Y-%m-%d %H:%M} precedes the commit that added the lock ({commit[:12]}, "
+            f"{when:%Y-%m-%d %H:%M}) by more than a day: a backdated freeze"
+        )
+    if when >= CODE_PINNED_SINCE and lock.components is None:
+        out.append(
+            f"its lock pins no code, but was committed ({commit[:12]}, {when:%Y-%m-%d}) after locks began to pin it: "
+            "its `components` were removed"
+        )
+    status = document.get("status")
+    if not isinstance(status, dict):
+        status = {}
+    for key, field, label in (("errata", "found", "erratum"), ("codeAmendments", "on", "code amendment")):
+        for i, entry in enumerate(status.get(key) or []):
+            on = entry.get(field) if isinstance(entry, dict) else None
+            try:
+                day = datetime.date.fromisoformat(str(on))
+            except ValueError:
+                continue  # a malformed date is the protocol validation's to name
+            if day < (frozen - _SKEW).date():
+                out.append(f"/status/{key}/{i}: the {label} is dated {day}, before the freeze ({frozen:%Y-%m-%d})")
+    return out

@@ -110,3 +110,28 @@ def test_a_planted_seals_line_vouches_for_nothing_and_a_committed_one_is_named(r
     subprocess.run(["git", "checkout", "--", str(path)], cwd=repo.root, check=True)
     _commit(repo.root, "planted seals")
     _verify_fails(cli, "runs/toy-v1/.seals: a committed `.seals` is ignored")
+
+
+def test_a_backdated_freeze_a_stripped_lock_and_an_erratum_before_the_freeze_are_named(toy: Project, cli) -> None:
+    """Dates are checked against the commits (#52): a lock edited before its first commit to backdate the freeze or
+    drop its code pins, and an erratum dated before the freeze."""
+    write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
+    assert cli("protocol", "freeze", "toy-v1").exit_code == 0
+    lock_path = toy.lock_path("toy-v1")
+    lock = json.loads(lock_path.read_text())
+    lock["frozenOn"] = "2020-01-01T00:00:00Z"
+    lock.pop("components")
+    lock_path.write_text(json.dumps(lock, indent=2))
+    doc = json.loads(toy.protocol_path("toy-v1").read_text())
+    doc.setdefault("status", {"stage": "frozen", "updatedOn": "2020-01-01"})
+    doc["status"]["errata"] = [{"found": "2019-06-01", "text": "found before the freeze?"}]
+    toy.protocol_path("toy-v1").write_text(json.dumps(doc, indent=2))
+    subprocess.run(["git", "init", "-q"], cwd=toy.root, check=True)
+    _commit(toy.root, "frozen")
+    out = _verify_fails(
+        cli,
+        "frozenOn 2020-01-01 00:00 precedes the commit that added the lock",
+        "its lock pins no code, but was committed",
+        "/status/errata/0: the erratum is dated 2019-06-01, before the freeze (2020-01-01)",
+    )
+    assert "Traceback" not in out
