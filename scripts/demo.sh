@@ -21,7 +21,7 @@ d = json.loads(n.read_text()); d["results"] = None
 d["status"] = {"stage": "draft", "updatedOn": d["status"]["updatedOn"], "note": "scratch draft for the demo pilot"}
 n.write_text(json.dumps(d, indent=2) + "\n")
 PY
-echo "== clt protocol verify (every lock against its protocol; a few seconds)"; "$clt" protocol verify
+echo "== clt protocol verify (every lock against its protocol; the scratch copy has no git: hashes only, said so)"; "$clt" protocol verify --without-git
 echo "== clt run --protocol ladder-v1 (5 runs of a scalar linear system; seconds)"; "$clt" run --protocol ladder-v1
 echo "== clt report --protocol ladder-v1 (the gatekeeper: results block, report.md and report.html; seconds)"
 "$clt" report --protocol ladder-v1
@@ -33,7 +33,7 @@ p = pathlib.Path("protocols/ladder-v1.json")
 d = json.loads(p.read_text()); d["systems"]["true"]["a"] = 0.96
 p.write_text(json.dumps(d, indent=2) + "\n")
 PY
-"$clt" protocol verify || echo "(verify failed as it should)"
+"$clt" protocol verify --without-git || echo "(verify failed as it should)"
 
 echo "== a short nav4 PILOT (a draft copy with the budget cut to 4,096 interactions per task; pilots are never reported)"
 python3 - <<'PY'

@@ -28,6 +28,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project
         path.write_text(json.dumps(doc, indent=2))
     (root / "registry" / "locks").mkdir(parents=True)
     monkeypatch.setenv("CLT_ROOT", str(root))
+    monkeypatch.setenv("CLT_WITHOUT_GIT", "1")  # a scratch project outside git: verify checks hashes only, and says so
     monkeypatch.chdir(root)
     reset_registries()
     yield Project(root)
@@ -45,6 +46,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
     (root / "registry" / "locks").mkdir(parents=True)
     write(root / "registry" / "components.json", COMPONENTS)
     monkeypatch.setenv("CLT_ROOT", str(root))
+    monkeypatch.setenv("CLT_WITHOUT_GIT", "1")  # as above; inside a git repository of its own, history is checked
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.chdir(root)
     reset_registries()

@@ -60,3 +60,28 @@ def test_recorded_torch_threads_are_what_torch_has() -> None:
         assert _torch_threads() == 1 == torch.get_num_threads()  # read, never set
     finally:
         torch.set_num_threads(before)
+
+
+def test_verify_fails_closed_without_git_unless_told(tmp_path: Path) -> None:
+    """Outside a git checkout (or with git missing) the history checks cannot run: verify fails in one line, and
+    passes only with --without-git, which its output names."""
+    import os
+
+    clone = tmp_path / "copy"
+    for folder in ("protocols", "registry"):
+        shutil.copytree(REPO / folder, clone / folder)
+    clt = str(Path(sys.executable).parent / "clt")
+    env = {k: v for k, v in os.environ.items() if k != "CLT_WITHOUT_GIT"}
+    done = subprocess.run([clt, "protocol", "verify"], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "is not a git checkout: verify reads the history" in done.stderr
+    done = subprocess.run(
+        [clt, "protocol", "verify", "--without-git"], cwd=clone, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "history NOT checked, --without-git" in done.stdout
+    no_git = tmp_path / "bin"  # git missing from the PATH, in a real checkout
+    no_git.mkdir()
+    env_no_git = {**env, "PATH": str(no_git)}
+    done = subprocess.run([clt, "protocol", "verify"], cwd=REPO, env=env_no_git, capture_output=True, text=True)
+    assert done.returncode == 1 and "git is not installed" in done.stderr

@@ -117,18 +117,34 @@ def verify(
             "the output.",
         ),
     ] = False,
+    without_git: Annotated[
+        bool,
+        typer.Option(
+            "--without-git",
+            envvar="CLT_WITHOUT_GIT",
+            help="In a project outside git, check hashes and snapshots only (no history); said in the output. Without "
+            "it, verify fails where it cannot read git history.",
+        ),
+    ] = False,
 ) -> None:
-    """Recompute every locked protocol's hash and read each lock's whole git history; fail naming each changed JSON
-    pointer, rewritten or deleted lock, withdrawn erratum and malformed re-freeze declaration."""
+    """Recompute every locked protocol's hash and read the whole git history of locks and run records; fail naming
+    each changed JSON pointer, rewritten or deleted lock or record, withdrawn erratum, backdated date and malformed
+    re-freeze declaration."""
     from cltoolkit.protocol.lock import verify as do_verify
+    from cltoolkit.protocol.lock_history import _repo_path
 
-    outcomes = do_verify(project(), accept_shallow=accept_shallow)
+    proj = project()
+    outcomes = do_verify(proj, accept_shallow=accept_shallow, without_git=without_git)
+    unchecked = without_git and _repo_path(proj, proj.locks_dir / "x") is None
     if json_out:
         print_json([{"protocol": o.protocol, "ok": o.ok, "sha256": o.expected} for o in outcomes])
         return
     for o in outcomes:
         typer.echo(f"{o.protocol}: ok ({o.expected})" + "".join(f"; {n}" for n in o.notes))
-    typer.echo(f"{len(outcomes)} frozen protocol(s) verified")
+    typer.echo(
+        f"{len(outcomes)} frozen protocol(s) verified"
+        + (" (hashes and snapshots only: no git, history NOT checked, --without-git)" if unchecked else "")
+    )
 
 
 @command(app, "diff")

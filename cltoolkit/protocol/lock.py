@@ -162,12 +162,15 @@ class VerifyOutcome:
     notes: tuple[str, ...] = ()
 
 
-def verify(project: Project, *, history: bool = True, accept_shallow: bool = False) -> list[VerifyOutcome]:
+def verify(
+    project: Project, *, history: bool = True, accept_shallow: bool = False, without_git: bool = False
+) -> list[VerifyOutcome]:
     """Recompute every locked protocol's hash and check each lock against its snapshot and (in git) its whole
     history, merges included; also fail for a protocol that claims to be frozen or reported without a lock, for a
     lock that was committed and is gone, for a malformed, uncommitted or shrunk `refrozen.json`, and for a run
     record that any commit held and that vanished or was replaced without naming it (`record_history`). Raise
-    `CheckFailed` naming each problem if any. A shallow clone fails unless `accept_shallow`."""
+    `CheckFailed` naming each problem if any. A shallow clone fails unless `accept_shallow`; outside a git checkout
+    (or without git) it fails unless `without_git`, which checks hashes and snapshots only."""
     from cltoolkit.protocol.lock_history import (
         REFROZEN_FILE,
         _refrozen,
@@ -176,6 +179,18 @@ def verify(project: Project, *, history: bool = True, accept_shallow: bool = Fal
         unlocked_problems,
     )
 
+    if history:
+        from cltoolkit.protocol.lock_history import _repo_path
+
+        if _repo_path(project, project.locks_dir / "x") is None:
+            if not without_git:
+                import shutil
+
+                why = "git is not installed" if shutil.which("git") is None else f"{project.root} is not a git checkout"
+                raise CheckFailed(
+                    f"{why}: verify reads the history of locks and records from git and fails closed without it; run "
+                    "it in a clone, or pass --without-git to check hashes and snapshots only (said in its output)"
+                )
     outcomes = []
     lock_files = sorted(project.locks_dir.glob("*.lock.json")) if project.locks_dir.is_dir() else []
     for lock_file in lock_files:

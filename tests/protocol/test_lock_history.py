@@ -39,6 +39,12 @@ def test_a_lock_rewritten_to_the_new_hash_fails(toy, cli) -> None:
     assert out.exit_code == 1 and "the lock or its snapshot was rewritten" in out.output, out.output
 
 
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def test_a_deleted_lock_of_a_reported_protocol_fails(toy, cli) -> None:
     _frozen(toy)
     run_protocol(toy, "toy-v1")
@@ -55,7 +61,7 @@ def test_a_lock_modified_after_its_commit_fails_in_git(toy, cli) -> None:
     _git(toy.root, "commit", "-q", "-m", "freeze")
     assert cli("protocol", "verify").exit_code == 0
     lock = read(toy.lock_path("toy-v1"))
-    lock["frozenOn"] = "2020-01-01T00:00:00Z"
+    lock["frozenOn"] = _now()  # a re-freeze writes its own time (a date before the lock's commit is a backdating)
     write(toy.lock_path("toy-v1"), lock)
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "has uncommitted changes" in out.output, out.output
@@ -187,7 +193,7 @@ def test_refrozen_entries_are_checked(toy, cli) -> None:
     _frozen(toy)
     _repo(toy)
     lock = read(toy.lock_path("toy-v1"))
-    lock["frozenOn"] = "2026-01-02T00:00:00Z"
+    lock["frozenOn"] = _now()
     write(toy.lock_path("toy-v1"), lock)
     _git(toy.root, "commit", "-q", "-am", "refreeze")
     commit = _git(toy.root, "rev-parse", "HEAD").strip()
