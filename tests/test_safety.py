@@ -85,3 +85,20 @@ def test_verify_fails_closed_without_git_unless_told(tmp_path: Path) -> None:
     env_no_git = {**env, "PATH": str(no_git)}
     done = subprocess.run([clt, "protocol", "verify"], cwd=REPO, env=env_no_git, capture_output=True, text=True)
     assert done.returncode == 1 and "git is not installed" in done.stderr
+
+
+@pytest.mark.parametrize("target", ["registry/locks/ladder-v1.lock.json", "protocols/ladder-v1.json",
+                                    "registry/locks/refrozen.json"])  # fmt: skip
+def test_verify_names_a_link_out_of_the_checkout_in_one_line(tmp_path: Path, target: str) -> None:
+    clone = tmp_path / "clone"
+    for folder in ("protocols", "registry"):
+        shutil.copytree(REPO / folder, clone / folder)
+    outside = tmp_path / "outside.json"
+    shutil.move(clone / target, outside)
+    (clone / target).symlink_to(outside)
+    clt = str(Path(sys.executable).parent / "clt")
+    done = subprocess.run(
+        [clt, "protocol", "verify", "--without-git"], cwd=clone, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"{target} is a symbolic link (to {outside})" in done.stderr

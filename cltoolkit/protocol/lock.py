@@ -201,7 +201,12 @@ def verify(
     if history:
         for protocol_id, problem in gone_lock_problems(project):
             outcomes.append(VerifyOutcome(protocol_id, False, "-", None, (problem,)))
-        ledger = [*_refrozen(project)[1], *refrozen_problems(project)]
+        refrozen = project.locks_dir / REFROZEN_FILE
+        ledger = (
+            [f"{refrozen} is a symbolic link (to {refrozen.resolve()}): it is read only as a regular file"]
+            if refrozen.is_symlink()
+            else [*_refrozen(project)[1], *refrozen_problems(project)]
+        )
         if ledger:
             outcomes.append(VerifyOutcome(REFROZEN_FILE, False, "-", None, tuple(ledger)))
         from cltoolkit.protocol.record_history import record_history_problems
@@ -231,6 +236,14 @@ def _verify_one(
     from cltoolkit.protocol.lock_history import errata_problems, history_problems, snapshot_problems
 
     lock_file = project.lock_path(protocol_id)
+    links = [
+        f"{path} is a symbolic link (to {path.resolve()}): locks, snapshots and protocols are read only as regular "
+        "files inside the project"
+        for path in (lock_file, snapshot_path(project, protocol_id), project.protocol_path(protocol_id))
+        if path.is_symlink()
+    ]
+    if links:
+        return VerifyOutcome(protocol_id, False, "?", None, tuple(links))
     try:
         lock = read_lock(project, protocol_id)
     except ValidationFailed as exc:

@@ -88,7 +88,10 @@ def _repo_path(project: Project, path: Path) -> str | None:
     if _git(root, "rev-parse", "--is-inside-work-tree") is None:
         return None
     top = (_git(root, "rev-parse", "--show-toplevel") or str(root)).strip()
-    return path.resolve().relative_to(Path(top).resolve()).as_posix()
+    try:  # the folder resolved, the file itself not followed (a link is named by the caller, never read through)
+        return (path.parent.resolve() / path.name).relative_to(Path(top).resolve()).as_posix()
+    except ValueError:
+        return None
 
 
 _ZERO = "0" * 40
