@@ -193,7 +193,43 @@ def _withdrawn_hash_in_use(project: Project, protocol_id: str, sha: str) -> list
         block = data.get("results") if path.name != "results.json" else data
         if isinstance(block, dict) and block.get("protocolSha256") == sha:
             out.append(f"{path.relative_to(project.root)}")
-    return out
+    return out + _historic_uses(project, protocol_id, sha)
+
+
+def _historic_uses(project: Project, protocol_id: str, sha: str) -> list[str]:
+    """Records and results blocks of the withdrawn hash that any commit held (a declaration of "withdrawn before any
+    run" is checked against history, not only against the working tree)."""
+    out = []
+    for folder, kind in ((project.runs_dir / protocol_id, "record"), (project.protocols_dir, "results")):
+        rel = _repo_path(project, folder / "x")
+        if rel is None:
+            return []
+        where = rel.rsplit("/", 1)[0]
+        text = _git(project.root, "log", "--full-history", "-m", "--raw", "--no-abbrev", "--format=@%H", "--", where)
+        seen: dict[str, tuple[str, str]] = {}
+        commit = ""
+        for line in (text or "").splitlines():
+            if line.startswith("@"):
+                commit = line[1:].strip()
+            elif line.startswith(":") and "\t" in line:
+                meta, path = line.split("\t", 1)
+                blob = meta.split()[3]
+                wanted = path.endswith("/record.json") if kind == "record" else path.endswith(f"/{protocol_id}.json")
+                if wanted and blob != _ZERO:
+                    seen.setdefault(blob, (commit, path))
+        for blob, text_ in _blobs(project.root, sorted(seen)).items():
+            try:
+                data = json.loads(text_)
+            except ValueError:
+                continue
+            if not isinstance(data, dict):
+                continue
+            carried = (data.get("protocol") or {}).get("sha256") if kind == "record" else None
+            block = data.get("results") if kind == "results" else None
+            if carried == sha or (isinstance(block, dict) and block.get("protocolSha256") == sha):
+                commit, path = seen[blob]
+                out.append(f"{path} in commit {commit[:12]}")
+    return sorted(set(out))
 
 
 def history_problems(project: Project, protocol_id: str, accept_shallow: bool = False) -> tuple[list[str], list[str]]:

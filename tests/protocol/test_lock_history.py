@@ -258,3 +258,38 @@ def test_a_new_lock_not_yet_committed_says_commit_it(toy, cli) -> None:
     _git(toy.root, "add", "-A")
     _git(toy.root, "commit", "-q", "-m", "freeze")
     assert cli("protocol", "verify").exit_code == 0
+
+
+def test_a_withdrawal_is_checked_against_history_not_the_working_tree(toy, cli) -> None:
+    """#52: runs of the first content committed, then deleted (with their report) before a re-freeze declared
+    "withdrawn before any run": the committed records and results block are named with their commits."""
+    path = _frozen(toy)
+    run_protocol(toy, "toy-v1")
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    _repo(toy)
+    old = read(toy.lock_path("toy-v1"))["sha256"]
+    import shutil
+
+    shutil.rmtree(toy.runs_dir / "toy-v1")  # the evidence removed from the working tree...
+    shutil.rmtree(toy.reports_dir / "toy-v1")
+    doc = read(path)
+    doc["goal"] = "Another goal."
+    doc["results"] = None
+    doc["status"] = {"stage": "draft", "updatedOn": "2026-12-04"}
+    write(path, doc)
+    toy.lock_path("toy-v1").unlink()
+    (toy.locks_dir / "toy-v1.frozen.json").unlink()
+    freeze(toy, "toy-v1")
+    new = read(toy.lock_path("toy-v1"))["sha256"]
+    _git(toy.root, "add", "-A")
+    _git(toy.root, "commit", "-q", "-m", "refreeze")
+    commit = _git(toy.root, "rev-parse", "HEAD").strip()
+    (toy.locks_dir / "refrozen.json").write_text(
+        json.dumps({"toy-v1": [{"commit": commit, "sha256": new, "reason": "withdrawn before any run (not true)"}]})
+    )
+    _git(toy.root, "add", "-A")
+    _git(toy.root, "commit", "-q", "-m", "declare")
+    out = cli("protocol", "verify")
+    assert out.exit_code == 1 and f"withdrew {old}" in out.output, out.output
+    assert "/record.json in commit" in out.output  # ...but not from history
+    assert "protocols/toy-v1.json in commit" in out.output
