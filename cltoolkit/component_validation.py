@@ -43,6 +43,7 @@ def validate_document(
             problems=[*failed.problems, *(p for p in more if (p.where, p.message) not in seen)]
         ) from None
     problems = id_problems(model, source, expected_id)
+    problems.extend(_magnitude_problems(document, source))
     comparisons = [(i, c.method, c.hyperparameters) for i, c in enumerate(model.comparisons)]
     metric_ids = [(i, m.id) for i, m in enumerate(model.metrics)]
     problems.extend(_check_registered(model.suite, comparisons, metric_ids, regs, source, type(suite)))
@@ -51,6 +52,30 @@ def validate_document(
     if problems:
         raise ValidationFailed(problems=problems)
     return model, _warnings(model, regs, source)
+
+
+MAX_MAGNITUDE = 1e12
+"""No number a protocol declares (outside `results` and `status`) is larger in magnitude: a hyperparameter, a
+coefficient, a threshold of 1e308 validates as a float and overflows the first computation that uses it."""
+
+
+def _magnitude_problems(value: Any, source: str, pointer: str = "") -> list[Problem]:
+    """One problem per number above `MAX_MAGNITUDE` in the hashed content (ints that large are sizes and seeds,
+    bounded by their own fields)."""
+    if isinstance(value, dict):
+        return [
+            p
+            for key, item in value.items()
+            if not (pointer == "" and key in ("results", "status"))
+            for p in _magnitude_problems(item, source, f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}")
+        ]
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _magnitude_problems(item, source, f"{pointer}/{i}")]
+    if isinstance(value, float) and abs(value) > MAX_MAGNITUDE:
+        return [
+            Problem(f"{source}: {pointer}", f"{value:g} exceeds {MAX_MAGNITUDE:g} in magnitude (it would overflow)")
+        ]
+    return []
 
 
 def _stage_cells(model: ProtocolBase, known: list[str], source: str) -> list[Problem]:

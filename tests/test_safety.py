@@ -102,3 +102,31 @@ def test_verify_names_a_link_out_of_the_checkout_in_one_line(tmp_path: Path, tar
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"{target} is a symbolic link (to {outside})" in done.stderr
+
+
+BOUNDS = [
+    ("ladder-v1", ("rungs", "rollout", "constantSteps"), 10**9, "/rungs/rollout/constantSteps"),
+    ("ladder-v1", ("rungs", "rollout", "alternatingHorizons"), [40, 10**9], "/rungs/rollout/alternatingHorizons/1"),
+    ("ladder-v1", ("systems", "true", "noiseSd"), 1e308, "/systems/true/noiseSd: 1e+308 exceeds"),
+    ("nav4-v1", ("budget", "memoryCapacity"), 10**9, "/budget/memoryCapacity: 1000000000 transitions"),
+]
+
+
+@pytest.mark.parametrize(("protocol", "where", "value", "expected"), BOUNDS)
+def test_size_fields_are_bounded_at_validation(
+    project, cli, protocol: str, where: tuple[str, ...], value: object, expected: str
+) -> None:
+    """#52: sizes no documented machine can run, and floats that overflow, are refused in one line each at
+    validation (they used to validate, freeze, and fail every run)."""
+    from tests.conftest import read, write
+
+    path = project.protocol_path(protocol)
+    doc = read(path)
+    section = doc
+    for key in where[:-1]:
+        section = section[key]
+    section[where[-1]] = value
+    write(path, doc)
+    out = cli("protocol", "validate", protocol)
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert expected in out.output, out.output

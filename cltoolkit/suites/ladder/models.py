@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -67,12 +67,12 @@ class RolloutRung(Strict):
     """Previous action before the first step."""
     constantAction: float
     """Constant input of the main rollout."""
-    constantSteps: int = Field(ge=1)
-    """Horizon of the constant-input rollout."""
+    constantSteps: int = Field(ge=1, le=10**8)
+    """Horizon of the constant-input rollout (at most 10^8 steps: a float64 trajectory of 0.8 GB)."""
     alternatingAmplitude: float
     """A in u_t = A (-1)^t."""
-    alternatingHorizons: list[int] = Field(min_length=1)
-    """Horizons of the alternating-input rollouts."""
+    alternatingHorizons: list[Annotated[int, Field(ge=1, le=10**8)]] = Field(min_length=1, max_length=100)
+    """Horizons of the alternating-input rollouts (each at most 10^8 steps, at most 100 of them)."""
 
 
 class Intervention(Strict):
@@ -113,9 +113,9 @@ class Control(Strict):
     """Previous action before the first step."""
     steps: int = Field(ge=1, le=10**8)
     """Control steps executed."""
-    tailFirst: int = Field(ge=1)
+    tailFirst: int = Field(ge=1, le=10**8)
     """First state (1-based, s_1 is the state after the first action) of the tracking-error tail."""
-    tailLast: int = Field(ge=1)
+    tailLast: int = Field(ge=1, le=10**8)
     """Last state of the tail."""
     tieBreak: Literal["lowest-action"] = "lowest-action"
     """Which action wins a tie of predicted cost."""

@@ -28,6 +28,8 @@ def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries 
     return components.make_method(Nav4Method, name, hyperparameters, regs or registries())
 
 
+MEMORY_BYTES = 16 * 2**30
+"""The most a run's replay memory may take (the documented machines have 24 GiB)."""
 DEFAULT_NETWORK = "small-cnn"
 """The name `AgentParams.network` gives the suite's default network (`cltoolkit.suites.nav4.net.Net`)."""
 
@@ -76,6 +78,19 @@ class Nav4Suite(Suite):
                     f"/comparisons/{i}/hyperparameters/network",
                     f"{network!r} names no network: method {comp.method!r} uses the suite's default network, "
                     f"{DEFAULT_NETWORK!r} (a method brings its own by defining `network(canvas)`)",
+                )
+        canvas = 2 * protocol.environment.gridSize - 3
+        per_sample = 16 * canvas * canvas + 64  # a memory slot, bounded above: observation planes, logits, scalars
+        sized = [("/budget/memoryCapacity", protocol.budget.memoryCapacity)] + [
+            (f"/comparisons/{i}/hyperparameters/capacity", c.hyperparameters.get("capacity"))
+            for i, c in enumerate(protocol.comparisons)
+        ]
+        for pointer, capacity in sized:
+            if isinstance(capacity, int) and capacity * per_sample > MEMORY_BYTES:
+                yield Problem(
+                    pointer,
+                    f"{capacity} transitions take about {capacity * per_sample / 2**30:.0f} GiB in a replay memory; "
+                    f"at most {MEMORY_BYTES // per_sample} fit in {MEMORY_BYTES // 2**30} GiB",
                 )
         tasks = {t.id for t in protocol.environment.tasks}
         for i, order in enumerate(protocol.seeds.taskOrders):
