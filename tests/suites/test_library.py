@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cltoolkit.suites.library import core
-from tests.suites.test_guards import _nav4_doc, _nav4_run, _wmf_run
+from tests.suites.test_guards import _nav4_doc, _nav4_run, _wmf_protocol, _wmf_run
 
 torch = pytest.importorskip("torch")
 
@@ -130,6 +130,8 @@ def test_library_methods_run_in_a_nav4_pilot(tmp_path: Path, name: str) -> None:
 
 
 WMF_FIELDS: dict[str, dict[str, Any]] = {
+    "wmf.er": {"capacity": 40, "replayShare": 0.25},
+    "wmf.a-gem": {"capacity": 40, "referenceSamples": 4},
     "wmf.ewc-online": {"lambda": 100.0, "fisherBatches": 2},
     "wmf.si": {"strength": 1.0},
     "wmf.l2": {"strength": 1.0},
@@ -149,3 +151,58 @@ def test_library_methods_run_in_a_wmf_pilot(tmp_path: Path, name: str) -> None:
         assert metrics["fisherMax"] > 0  # over every parameter: the encoder's too, unlike wmf.ewc's
     if name == "wmf.si":
         assert metrics["importanceMax"] > 0
+    if name in ("wmf.er", "wmf.a-gem"):  # windows from the suite's memory: counted as replay and memory samples
+        assert out["budget"]["replaySamples"] > 0
+        length = _wmf_protocol().training.sequenceLength
+        assert out["budget"]["samples"]["memory"] == out["budget"]["replaySamples"] * length
+    if name == "wmf.a-gem":
+        assert metrics["projectedShare"] is not None
+
+
+def _memory(selection: str, capacity: int) -> Any:
+    import numpy as np
+
+    from cltoolkit.suites.wmf.api import _SUITE_TOKEN, _suite_training_set
+    from cltoolkit.suites.wmf.envs import Episodes
+    from cltoolkit.suites.wmf.memory import WindowMemory
+
+    def episodes(n: int) -> Episodes:
+        return Episodes(np.zeros((n, 11, 64, 64, 3), np.uint8), np.zeros((n, 10, 2), np.float32), np.full(n, 10))
+
+    drawn: list[int] = []
+
+    def draw(sources: list[Any]) -> Any:
+        drawn.append(sum(n for _, n in sources))
+        return sources
+
+    rng = np.random.default_rng(0)
+    memory = WindowMemory(capacity, selection, rng, 5, draw, _token=_SUITE_TOKEN)  # type: ignore[arg-type]
+    return memory, {t: _suite_training_set(episodes(k), t) for t, k in (("A", 20), ("B", 4), ("C", 30))}, drawn
+
+
+def test_window_memory_reservoir_and_task_balanced_selection() -> None:
+    memory, sets, drawn = _memory("reservoir", 50)
+    memory.add(sets["A"])  # 20 episodes x 7 windows of 5 frames = 140 offered
+    assert len(memory) == 50 and memory.contents() == {"A": 50}
+    memory.add(sets["B"])  # 28 more: a uniform sample over 168 offered
+    assert len(memory) == 50 and set(memory.contents()) <= {"A", "B"}
+    srcs = memory.sources(8)
+    assert sum(n for _, n in srcs) == 8 and all(s.held is not None for s, _ in srcs)
+    assert memory.draw(3) is not None and drawn == [3]
+    balanced, sets, _ = _memory("task-balanced", 50)
+    balanced.add(sets["A"])
+    balanced.add(sets["B"])
+    assert balanced.contents() == {"A": 25, "B": 25}
+    balanced.add(sets["C"])
+    assert balanced.contents() == {"A": 17, "B": 17, "C": 16}
+    with pytest.raises(TypeError, match="whole TrainingSet"):
+        balanced.add(balanced.sources(4)[0][0])  # a memory's share is not a task's training set
+
+
+def test_wmf_memory_capacity_binds(tmp_path: Path) -> None:
+    from cltoolkit.errors import BudgetViolation
+    from cltoolkit.suites.wmf.suite import make_method
+
+    method = make_method("wmf.er", {"capacity": 40, "replayShare": 0.25})
+    with pytest.raises(BudgetViolation, match=r"^budget.memoryCapacity: the method asked for a memory of 40 windows"):
+        _wmf_run(tmp_path, method, budget={"memoryCapacity": 10})

@@ -18,7 +18,7 @@ suite's loss on a batch, and the step hooks (`cltoolkit.suites.step`). A suite's
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -35,6 +35,7 @@ __all__ = [
     "L2Anchor",
     "L2Fields",
     "OnlineEWC",
+    "ReplayFields",
     "SiFields",
     "SynapticIntelligence",
     "agem_project",
@@ -80,6 +81,18 @@ class AgemFields(Strict):
     """Episodic memory in samples (the suite's memory, bounded by the protocol's `budget.memoryCapacity`)."""
     referenceSamples: int = Field(ge=1, le=10**6)
     """Samples drawn from memory for each step's reference gradient."""
+
+
+class ReplayFields(Strict):
+    """Experience replay from the suite's memory (Rolnick et al. 2019, "Experience Replay for Continual Learning",
+    NeurIPS; Chaudhry et al. 2019, "On Tiny Episodic Memories in Continual Learning")."""
+
+    capacity: int = Field(ge=1, le=10**9)
+    """Memory size (the suite's memory; bounded by the protocol's `budget.memoryCapacity`)."""
+    replayShare: float = Field(gt=0, lt=1)
+    """Share of each update's batch drawn from memory once it holds anything."""
+    selection: Literal["reservoir", "task-balanced"] = "reservoir"
+    """How the memory chooses what it keeps: a uniform reservoir over everything offered, or an equal share per task."""
 
 
 def _values(named: Named) -> dict[str, torch.Tensor]:

@@ -8,15 +8,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cltoolkit.suites.library import core as lib
-from cltoolkit.suites.wmf.api import Minibatch, TaskEnd, TaskStart, WorldModelMethod
+from cltoolkit.suites.wmf.api import Minibatch, Sampling, TaskEnd, TaskStart, WorldModelMethod
 
 if TYPE_CHECKING:
     import torch
 
     from cltoolkit.suites.step import Step
+    from cltoolkit.suites.wmf.memory import WindowMemory
     from cltoolkit.suites.wmf.world import RSSM
 
-__all__ = ["WmfL2", "WmfOnlineEWC", "WmfSI"]
+__all__ = ["WmfAGEM", "WmfL2", "WmfOnlineEWC", "WmfReplay", "WmfSI"]
 
 
 class _Library(WorldModelMethod):
@@ -123,3 +124,60 @@ class WmfL2(_Library):
 
     def extra_loss(self, model: RSSM, batch: Minibatch) -> torch.Tensor | None:
         return self.algo.penalty(model.named_parameters)
+
+
+class WmfReplay(WorldModelMethod):
+    """Experience replay from the suite's window memory: at a task's end its training windows are offered to the
+    memory (reservoir or task-balanced, at most `capacity` windows); from then on `replayShare` of each update's
+    windows are drawn from memory (counted as replay). Unlike `wmf.replay-infinite`, which keeps every window."""
+
+    Params = lib.ReplayFields
+    summary: ClassVar[str] = "experience replay from the suite's window memory (library)"
+
+    def __post_init__(self) -> None:
+        self.memory: WindowMemory | None = None
+
+    def end_task(self, model: RSSM, task: TaskEnd) -> None:
+        if not task.last and task.memory is not None:
+            self.memory = task.memory.new(self.params.capacity, self.params.selection)
+            self.memory.add(task.training)
+
+    def sampling(self, task: TaskStart) -> Sampling:
+        if self.memory is None or len(self.memory) == 0:
+            return super().sampling(task)
+        n = max(1, round(task.batch * self.params.replayShare))
+        replayed = self.memory.sources(n)
+        return Sampling([(task.training, task.batch - sum(c for _, c in replayed)), *replayed])
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return {"memoryWindows": float(len(self.memory))} if self.memory is not None else {}
+
+
+class WmfAGEM(WorldModelMethod):
+    """A-GEM (Chaudhry et al. 2019) on the after-backward hook: at task A's end its training windows go to the
+    suite's window memory; every task-B step's gradient is projected against the world-model loss's gradient on
+    `referenceSamples` windows drawn from it (drawn and counted by the suite as replay)."""
+
+    Params = lib.AgemFields
+    summary: ClassVar[str] = "A-GEM with the suite's window memory (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = lib.AGEM(self.params)
+        self.memory: WindowMemory | None = None
+
+    def end_task(self, model: RSSM, task: TaskEnd) -> None:
+        if not task.last and task.memory is not None:
+            self.memory = task.memory.new(self.params.capacity)
+            self.memory.add(task.training)
+
+    def after_backward(self, model: RSSM, step: Step) -> None:
+        memory = self.memory
+
+        def reference() -> torch.Tensor | None:
+            batch = memory.draw(self.params.referenceSamples) if memory is not None else None
+            return None if batch is None else _loss(model)(batch)
+
+        self.algo.after_backward(model.named_parameters, reference)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return self.algo.diagnostics()

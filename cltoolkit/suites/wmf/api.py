@@ -10,7 +10,9 @@ every evaluation (PF, RD, FT, reconstructions, d_trans) on held-out data. A meth
   reference, trained once per (cell, seed)); True trains the method's own model on task A with its hooks.
 - `begin_task(model, task)`: model surgery at a task start (new columns, frozen parts, the active expert).
 - `sampling(task)`: what each update's windows are drawn from: the task's `TrainingSet` and any kept earlier
-  `TrainingSet` (replay), with counts per batch. The suite draws the windows and counts replayed ones.
+  `TrainingSet` (replay), or the shares of the suite's window memory (`task.memory.new(capacity, selection)`, filled
+  with `add(training_set)` at a task's end, named with `sources(n)`), with counts per batch. The suite draws the
+  windows and counts replayed ones.
 - `extra_loss(model, batch)`: a term added to the world-model loss of every update (penalties, distillation).
 - `after_backward(model, step)` / `after_step(model, step)`: around every optimiser step of the method's phases,
   with the optimiser and the step's loss terms (`cltoolkit.suites.step.Step`, whose docstring fixes the call order):
@@ -50,10 +52,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from cltoolkit.components import Method
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from cltoolkit.suites.step import Step
     from cltoolkit.suites.wmf.envs import Episodes
+    from cltoolkit.suites.wmf.memory import MemoryRequest
     from cltoolkit.suites.wmf.world import RSSM
 
 __all__ = [
@@ -76,12 +80,16 @@ class TrainingSet:
     """A read-only view of one task's training episodes, made by the suite. A method keeps it to replay it later
     and names it in `sampling`; it cannot make one (held-out data is never wrapped in this type)."""
 
-    __slots__ = ("_episodes", "task")
+    __slots__ = ("_episodes", "_rows", "task")
 
-    def __init__(self, episodes: Episodes, task: str, *, _token: object = None) -> None:
+    def __init__(
+        self, episodes: Episodes, task: str, *, _token: object = None, _rows: np.ndarray | None = None
+    ) -> None:
         if _token is not _SUITE_TOKEN:
             raise TypeError("a TrainingSet is made by the suite only: methods receive them in TaskStart / TaskEnd")
         self._episodes = episodes
+        self._rows = _rows
+        """The windows (episode, start) this set is restricted to (a suite memory's share), or None: all of them."""
         self.task = task
         """The task whose training episodes these are (`A` or `B`)."""
 
@@ -95,8 +103,14 @@ class TrainingSet:
         """Number of (frame, action, next frame) transitions."""
         return int(self._episodes.lengths.sum())
 
+    @property
+    def held(self) -> int | None:
+        """Windows it is restricted to (a memory's share of a task), or None for the whole set."""
+        return None if self._rows is None else len(self._rows)
+
     def __repr__(self) -> str:
-        return f"TrainingSet(task={self.task!r}, episodes={self.episodes})"
+        held = "" if self._rows is None else f", windows={len(self._rows)}"
+        return f"TrainingSet(task={self.task!r}, episodes={self.episodes}{held})"
 
 
 def _suite_training_set(episodes: Episodes, task: str) -> TrainingSet:
@@ -149,6 +163,8 @@ class TaskStart:
     """Windows per update (the protocol's `training.batch`)."""
     updates: int
     """Updates of this phase (the protocol's `training.updatesPerTask`)."""
+    memory: MemoryRequest | None = None
+    """Where the method asks the suite for its memory of windows (`memory.new(capacity, selection)`)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +179,9 @@ class TaskEnd:
     """No task follows."""
     importance: ImportanceSet | None = None
     """Only for methods with `uses_importance_set`, only at the end of task A."""
+    memory: MemoryRequest | None = None
+    """Where the method asks the suite for its memory of windows (`memory.new(capacity, selection)`; then
+    `add(task.training)`)."""
 
 
 @dataclass(frozen=True)

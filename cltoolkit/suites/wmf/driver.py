@@ -22,20 +22,23 @@ from cltoolkit.suites.guards import SampleCounter, overrides, unchanged
 from cltoolkit.suites.step import Step
 from cltoolkit.suites.wmf import evaluate as ev
 from cltoolkit.suites.wmf.api import (
+    _SUITE_TOKEN,
     ImportanceSet,
     Minibatch,
     ModelSpec,
     Sampling,
     TaskEnd,
     TaskStart,
+    TrainingSet,
     WorldModelMethod,
     _episodes_of,
     _suite_training_set,
 )
 from cltoolkit.suites.wmf.envs import Episodes, collect, make_env
+from cltoolkit.suites.wmf.memory import MemoryRequest, Selection, WindowMemory
 from cltoolkit.suites.wmf.models import Family, TaskRef, WmfProtocol
 from cltoolkit.suites.wmf.stages import StageCache
-from cltoolkit.suites.wmf.train import Phase, StepHooks, state, train_phase
+from cltoolkit.suites.wmf.train import Phase, StepHooks, batch_tensors, state, train_phase
 from cltoolkit.suites.wmf.world import RSSM, gaussian_kl
 
 __all__ = ["run_cell"]
@@ -189,9 +192,6 @@ def run_cell(
     stream = method.stream_name
     episode_first = protocol.data.windows == "episode-then-start"
 
-    def start(task: str) -> TaskStart:
-        return TaskStart(task, "AB".index(task), training[task], batch, cfg.updatesPerTask)
-
     replayed: dict[str, int] = {}
     """Per task phase: windows drawn from other tasks' training data (counted by the suite)."""
     own_drawn: dict[str, int] = {}
@@ -199,9 +199,37 @@ def run_cell(
     declared = protocol.budget
     policy = declared.unaccountedSamples
     skip = cfg.maxSkippedSteps if cfg.nonFinite == "skip" else None
-    counts = {"other": 0, "bookkeeping": 0, "otherWindows": 0}
+    counts = {"other": 0, "bookkeeping": 0, "otherWindows": 0, "memoryDraws": 0}
     """Frames of the method's task-B phase that reached the encoder from neither the update's windows nor the
     suite's replay (`other`), or without gradients / outside the updates (`bookkeeping`)."""
+    active: dict[str, SampleCounter | None] = {"counter": None}
+    """The counter of the phase in progress (a memory draw inside an update is a memory sample)."""
+    memory_rng = np.random.default_rng(np.random.SeedSequence([derived_seed(seed, "memory", stream)]))
+
+    def draw(sources: list[tuple[TrainingSet, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch from the method's memory, drawn and counted by the suite (windows of replay)."""
+        obs_parts, act_parts = [], []
+        for src, n in sources:
+            held = src._rows
+            assert held is not None
+            o, a = batch_tensors(src._episodes, held[memory_rng.integers(len(held), size=n)], cfg.sequenceLength)
+            obs_parts.append(o)
+            act_parts.append(a)
+        obs, actions = torch.cat(obs_parts).to(device), torch.cat(act_parts).to(device)
+        counts["memoryDraws"] += int(obs.shape[0])
+        counter = active["counter"]
+        if counter is not None:
+            counter.drew(obs)
+        return obs, actions
+
+    def make_memory(capacity: int, selection: Selection) -> WindowMemory:
+        return WindowMemory(capacity, selection, memory_rng, cfg.sequenceLength, draw, _token=_SUITE_TOKEN)
+
+    memory_request = MemoryRequest(make_memory, declared.memoryCapacity)
+
+    def start(task: str) -> TaskStart:
+        return TaskStart(task, "AB".index(task), training[task], batch, cfg.updatesPerTask, memory_request)
+
     if declared.gradientUpdatesPerTask is not None and cfg.updatesPerTask > declared.gradientUpdatesPerTask:
         raise BudgetViolation(
             f"budget.gradientUpdatesPerTask: each task phase takes {cfg.updatesPerTask} updates "
@@ -257,29 +285,36 @@ def run_cell(
                 skip_non_finite=skip,
             )
         sources = [(_episodes_of(src, "sampling()"), int(n)) for src, n in sampling.sources]
+        rows = [src._rows for src, _ in sampling.sources]
         if sum(n for _, n in sources) != batch or any(n < 0 for _, n in sources):
             raise BudgetViolation(
                 f"sampling() asks for {[n for _, n in sources]} windows per update; they must sum to the batch, {batch}"
             )
-        held = sum(src.transitions for src, n in sampling.sources if src.task != task.task and n > 0)
+        held = sum(
+            src.transitions if src.held is None else src.held
+            for src, n in sampling.sources
+            if src.task != task.task and n > 0
+        )
         if declared.memoryCapacity is not None and held > declared.memoryCapacity:
             raise BudgetViolation(
-                f"budget.memoryCapacity: task {task.task}'s sampling() replays {held} transitions of earlier tasks; "
-                f"the protocol declares at most {declared.memoryCapacity}"
+                f"budget.memoryCapacity: task {task.task}'s sampling() replays {held} transitions (or memory "
+                f"windows) of earlier tasks; the protocol declares at most {declared.memoryCapacity}"
             )
         try:
             if counter is not None:
                 with counter.armed():
+                    active["counter"] = counter
                     log = train_phase(
                         model, sources, cfg, seed_, step_hooks,
-                        uniform_episodes=sampling.uniform_episodes, episode_first=episode_first,
+                        uniform_episodes=sampling.uniform_episodes, episode_first=episode_first, restricted=rows,
                     )  # fmt: skip
+                    active["counter"] = None
                 if task.task == "B":
                     counts["bookkeeping"] += counter.bookkeeping
             else:
                 log = train_phase(
                     model, sources, cfg, seed_, step_hooks,
-                    uniform_episodes=sampling.uniform_episodes, episode_first=episode_first,
+                    uniform_episodes=sampling.uniform_episodes, episode_first=episode_first, restricted=rows,
                 )  # fmt: skip
         finally:
             if counter is not None:
@@ -372,12 +407,14 @@ def run_cell(
     if method.uses_importance_set:
         fset = ev.encode_transitions(m_a, held_a, rows_f)
         importance = ImportanceSet(fset.z, fset.a, fset.z_next)
-    end_a = TaskEnd("A", 0, training["A"], last=False, importance=importance)
+    end_a = TaskEnd("A", 0, training["A"], last=False, importance=importance, memory=memory_request)
     with _bookkeeping(m_b, counts):
         _guarded(m_b, "end_task", lambda: method.end_task(m_b, end_a))
     log_b = train(m_b, start("B"), derived_seed(seed, "phase", "B", stream), True)
     with _bookkeeping(m_b, counts):
-        _guarded(m_b, "end_task", lambda: method.end_task(m_b, TaskEnd("B", 1, training["B"], last=True)))
+        _guarded(
+            m_b, "end_task", lambda: method.end_task(m_b, TaskEnd("B", 1, training["B"], True, memory=memory_request))
+        )
 
     mr_a, mr_b = load(_plain, ref_a["state"]), load(_plain, ref_b["state"])
     ev_seed = derived_seed(seed, "evaluate")
@@ -451,12 +488,13 @@ def run_cell(
         "frames": frames,
         "gradientUpdates": 2 * cfg.updatesPerTask,  # the method's model: task A then task B (the matched budget)
         "updatesExecuted": cfg.updatesPerTask * (1 + len(trained)),  # its task-B phase + the stages it trained
-        "replaySamples": replayed.get("B", 0) + counts["otherWindows"],  # earlier tasks' windows in its task-B phase
+        # earlier tasks' windows in its task-B phase: sampled, drawn from its memory, or charged
+        "replaySamples": replayed.get("B", 0) + counts["memoryDraws"] + counts["otherWindows"],
         "framesExecuted": sum(frames_of[n] for n in frames_of if n in computed),
         "parameters": sum(p.numel() for p in m_b.parameters()),  # the final model, every column / expert included
         "samples": {  # frames that reached the encoder in the method's task-B phase, by origin
             "task": own_drawn.get("B", 0) * cfg.sequenceLength,
-            "memory": replayed.get("B", 0) * cfg.sequenceLength,
+            "memory": (replayed.get("B", 0) + counts["memoryDraws"]) * cfg.sequenceLength,
             "other": counts["other"],
             "bookkeeping": counts["bookkeeping"],
             "otherPolicy": policy,

@@ -135,6 +135,7 @@ def train_phase(
     *,
     uniform_episodes: bool = False,
     episode_first: bool = False,
+    restricted: list[np.ndarray | None] | None = None,
 ) -> Phase:
     """`cfg.updatesPerTask` Adam updates on windows drawn uniformly from each source (`(episodes, windows per
     batch)`; the counts sum to the batch). With `uniform_episodes` the sources are pooled instead: each of the
@@ -149,7 +150,10 @@ def train_phase(
     counter = hooks.counter
     torch.manual_seed(seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
-    windows = [data.windows(cfg.sequenceLength) for data, _ in sources]
+    windows = [  # a source restricted to some windows (a suite memory's share) draws from those only
+        r if r is not None else data.windows(cfg.sequenceLength)
+        for (data, _), r in zip(sources, restricted or [None] * len(sources), strict=True)
+    ]
     params = [p for p in model.parameters() if p.requires_grad]
     device = next(model.parameters()).device
     opt = torch.optim.Adam(params, lr=cfg.lr)
