@@ -50,6 +50,8 @@ runs/**/.wmf-stages/
 runs/**/.nav4-layouts-*.json
 runs/**/.seals
 runs/**/redo-intent.json
+runs/**/checkpoint.pt
+runs/**/checkpoint.mac
 __pycache__/
 """
 

@@ -329,3 +329,56 @@ def test_nav4_network_field_binds_the_default_network(project, cli) -> None:
     out = cli("protocol", "validate", "nav4-v1")
     assert out.exit_code == 2 and "Traceback" not in out.output
     assert "/comparisons/0/hyperparameters/network: 'resnet-50' names no network" in out.output
+
+
+# -- checkpoints at task boundaries (nav4): an interrupted run resumes and gives the same record --------------------
+
+
+class Interrupted(RuntimeError):
+    pass
+
+
+def _interrupting(base: type[nav4.Nav4Method], marker: Path) -> type[nav4.Nav4Method]:
+    class Once(base):  # type: ignore[valid-type,misc]
+        def end_task(self, learner: Any, task: nav4.TaskEnd) -> None:
+            super().end_task(learner, task)
+            if task.index == 2 and not marker.exists():  # the machine stops during the third phase's end
+                marker.write_text("")
+                raise Interrupted("stopped")
+
+    return Once
+
+
+@pytest.mark.parametrize("name", ["nav4.sequential", "nav4.si"])
+def test_nav4_an_interrupted_run_resumes_from_its_last_task_boundary_with_the_same_record(
+    tmp_path: Path, name: str
+) -> None:
+    from cltoolkit.suites.nav4.suite import make_method
+
+    agent = dict(_nav4_doc()["comparisons"][0]["hyperparameters"])
+    hyper = {**agent, **({"strength": 0.1} if name == "nav4.si" else {})}
+    whole = _nav4_run(tmp_path / "whole", make_method(name, hyper))
+    base = type(make_method(name, hyper))
+    cls = _interrupting(base, tmp_path / "stopped")
+    assert cls.Params is not None
+    params = cls.Params.model_validate(hyper)
+    with pytest.raises(Interrupted):
+        _nav4_run(tmp_path / "cut", cls(params=params, hyperparameters=hyper, name=name))
+    assert (tmp_path / "cut" / "runs" / "r" / "checkpoint.pt").exists()
+    resumed = _nav4_run(tmp_path / "cut", cls(params=params, hyperparameters=hyper, name=name))
+    assert not (tmp_path / "cut" / "runs" / "r" / "checkpoint.pt").exists()  # removed once the run is done
+    for out in (whole, resumed):
+        out["metrics"].pop("trainingSeconds")
+    assert resumed["metrics"] == whole["metrics"]
+    assert resumed["budget"] == whole["budget"]
+
+
+def test_nav4_a_checkpoint_of_another_run_or_without_its_mac_is_never_resumed(tmp_path: Path) -> None:
+    from cltoolkit.suites.nav4 import checkpoint
+
+    checkpoint.save(tmp_path, "run-a", {"matrix": [[1.0]], "weights": np.arange(3)})
+    state = checkpoint.load(tmp_path, "run-a")
+    assert state is not None and state["matrix"] == [[1.0]] and list(state["weights"]) == [0, 1, 2]
+    assert checkpoint.load(tmp_path, "run-b") is None  # another run's
+    (tmp_path / "checkpoint.mac").write_text("hmac-sha256:" + "0" * 64)
+    assert checkpoint.load(tmp_path, "run-a") is None  # planted or copied: no MAC of this machine's

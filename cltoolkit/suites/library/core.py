@@ -296,3 +296,9 @@ class AGEM:
 
     def diagnostics(self) -> dict[str, float | None]:
         return {"projectedShare": self.projected / self.steps if self.steps else None}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"projected": self.projected, "steps": self.steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.projected, self.steps = int(state["projected"]), int(state["steps"])

@@ -37,16 +37,31 @@ class Nav4AgemParams(AgentParams, core.AgemFields):
     """The PPO learner's fields and A-GEM's."""
 
 
-class Nav4OnlineEWC(Nav4Method):
+class _Library(Nav4Method):
+    """The library's nav4 methods keep their algorithm's state in `algo`; it round-trips with the checkpoints the
+    driver writes at task boundaries."""
+
+    algo: core.OnlineEWC | core.SynapticIntelligence | core.L2Anchor | core.AGEM
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"algo": self.algo.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.algo.load_state_dict(state["algo"])
+
+
+class Nav4OnlineEWC(_Library):
     """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the PPO loss on samples of
     the phase's last `fisherBatches` rollouts (each rollout's every `minibatches`-th sample), merged into a running
     Fisher at each task's end."""
 
     Params = Nav4EwcParams
+    algo: core.OnlineEWC
     summary = "online EWC (library)"
 
     def __post_init__(self) -> None:
-        self.core = core.OnlineEWC(self.params)
+        self.algo = core.OnlineEWC(self.params)
         self.kept: list[dict[str, Any]] = []
 
     def observe(self, learner: Learner, rollout: Rollout) -> None:
@@ -59,71 +74,74 @@ class Nav4OnlineEWC(Nav4Method):
 
     def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
         batches = [{k: v.to(learner.device) for k, v in b.items()} for b in self.kept]
-        self.core.end_task(learner.net.named_parameters, batches, learner.policy_loss)
+        self.algo.end_task(learner.net.named_parameters, batches, learner.policy_loss)
         self.kept = []
 
     def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
-        return self.core.penalty(learner.net.named_parameters)
+        return self.algo.penalty(learner.net.named_parameters)
 
     def diagnostics(self) -> dict[str, float | None]:
-        return self.core.diagnostics()
+        return self.algo.diagnostics()
 
 
-class Nav4SI(Nav4Method):
+class Nav4SI(_Library):
     """Synaptic Intelligence (Zenke et al. 2017) on the step hooks: the path integral of the gradient read after
     backward (the PPO loss plus the penalty, before clipping) times each step's parameter change."""
 
     Params = Nav4SiParams
+    algo: core.SynapticIntelligence
     summary = "Synaptic Intelligence (library)"
 
     def __post_init__(self) -> None:
-        self.core = core.SynapticIntelligence(self.params)
+        self.algo = core.SynapticIntelligence(self.params)
 
     def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
-        self.core.begin_task(learner.net.named_parameters)
+        self.algo.begin_task(learner.net.named_parameters)
 
     def after_backward(self, learner: Learner, step: Step) -> None:
-        self.core.after_backward(learner.net.named_parameters)
+        self.algo.after_backward(learner.net.named_parameters)
 
     def after_step(self, learner: Learner, step: Step) -> None:
-        self.core.after_step(learner.net.named_parameters)
+        self.algo.after_step(learner.net.named_parameters)
 
     def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
-        self.core.end_task(learner.net.named_parameters)
+        self.algo.end_task(learner.net.named_parameters)
 
     def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
-        return self.core.penalty(learner.net.named_parameters)
+        return self.algo.penalty(learner.net.named_parameters)
 
     def diagnostics(self) -> dict[str, float | None]:
-        return self.core.diagnostics()
+        return self.algo.diagnostics()
 
 
-class Nav4L2(Nav4Method):
+class Nav4L2(_Library):
     """An L2 pull towards the parameters at the end of the previous task (the unweighted baseline)."""
 
     Params = Nav4L2Params
+    algo: core.L2Anchor
     summary = "L2 anchor to the previous task (library)"
 
     def __post_init__(self) -> None:
-        self.core = core.L2Anchor(self.params)
+        self.algo = core.L2Anchor(self.params)
 
     def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
-        self.core.end_task(learner.net.named_parameters)
+        self.algo.end_task(learner.net.named_parameters)
 
     def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
-        return self.core.penalty(learner.net.named_parameters)
+        return self.algo.penalty(learner.net.named_parameters)
 
 
-class Nav4AGEM(Nav4Method):
+class Nav4AGEM(_Library):
     """A-GEM (Chaudhry et al. 2019) on the after-backward hook: every training rollout goes to the suite's reservoir
     memory; each step's gradient is projected against the PPO loss's gradient on `referenceSamples` samples drawn
     from it (counted as replayed samples, so the step counts partly as a replay update)."""
 
     Params = Nav4AgemParams
+    algo: core.AGEM
     summary = "A-GEM with the suite's reservoir memory (library)"
 
     def __post_init__(self) -> None:
-        self.core = core.AGEM(self.params)
+        self.algo = core.AGEM(self.params)
         self.memory: Reservoir | None = None
 
     def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
@@ -142,7 +160,7 @@ class Nav4AGEM(Nav4Method):
                 return None  # the first task has nothing to protect
             return learner.policy_loss(memory.sample(self.params.referenceSamples, learner.device))
 
-        self.core.after_backward(learner.net.named_parameters, reference)
+        self.algo.after_backward(learner.net.named_parameters, reference)
 
     def diagnostics(self) -> dict[str, float | None]:
-        return self.core.diagnostics()
+        return self.algo.diagnostics()

@@ -24,7 +24,9 @@ A method decides:
   and the step's loss terms (`cltoolkit.suites.step.Step`, whose docstring fixes the call order): gradients may be
   changed after backward (before the suite's clipping and step); nothing may change parameter values.
 - `diagnostics()`: extra numbers for the record (`metrics.methodDiagnostics`) and the report.
-- `state_dict` / `load_state_dict`: the method's own state.
+- `state_dict` / `load_state_dict`: the method's own state (tensors, numbers, strings, lists, dicts, numpy arrays):
+  the driver checkpoints it with the learner at every task boundary of a sequential run, and an interrupted run
+  resumes from its last boundary with the same record.
 
 Enforced, not documented: a hook that changes the network's weights (an update the suite did not make and so did
 not count) fails the run as a budget violation, named in the report; a method whose `data_access` asks for more

@@ -28,6 +28,16 @@ def _constant(value: int) -> Callable[[int], int]:
     return lambda _k: value
 
 
+def _identity(protocol: Nav4Protocol, method: Nav4Method, seed: int, order: str | None) -> str:
+    """What a checkpoint must match to be resumed: the protocol's content, the method and its hyperparameters, the
+    seed and the order."""
+    import hashlib
+    import json
+
+    what = [protocol.model_dump(mode="json"), method.name, dict(method.hyperparameters), seed, order]
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
 def run(
     protocol: Nav4Protocol, method: Nav4Method, seed: int, order: str | None, workdir: Path, device: str = "cpu"
 ) -> dict[str, Any]:
@@ -89,15 +99,40 @@ def run(
         learner.hook("end_task", lambda: method.end_task(learner, Nav4TaskEnd(name, index, last)))
 
     if method.regime == "sequential":
+        from cltoolkit.suites.nav4 import checkpoint
+
         learner = Learner(params, canvas, seed, ledger, method, device, limits)
-        matrix = []
+        matrix: list[list[float]] = []
+        identity = _identity(protocol, method, seed, order)
+        saved = checkpoint.load(workdir, identity)
+        if saved is not None:  # an interrupted run: resume after its last finished phase
+            learner.load_state_dict(saved["learner"])
+            method.load_state_dict(saved["method"])
+            rng.bit_generator.state = saved["rng"]
+            for key, value in saved["ledger"].items():
+                setattr(ledger, key, value)
+            matrix, curves = saved["matrix"], saved["curves"]
+            _log(f"resumed from the checkpoint after phase {len(matrix)} (of {len(tasks)})")
         for i, task in enumerate(tasks):
+            if i < len(matrix):
+                continue
             phase(learner, i, [task], budget, f"{task} (phase {i + 1})", _constant(i))
             matrix.append([evaluate(learner, t, tests[t], greedy, ledger, **kw) for t in tasks])
             _log(
                 f"phase {i + 1} ({task}) done after {time.monotonic() - start:.0f} s: test success "
                 + ", ".join(f"{t} {v:.2f}" for t, v in zip(tasks, matrix[-1], strict=True))
             )
+            if i + 1 < len(tasks):
+                state = {
+                    "learner": learner.state_dict(),
+                    "method": method.state_dict(),
+                    "rng": rng.bit_generator.state,
+                    "ledger": dict(vars(ledger)),
+                    "matrix": matrix,
+                    "curves": curves,
+                }
+                checkpoint.save(workdir, identity, state)
+        checkpoint.clear(workdir)
         phases = list(tasks)
         models = [learner]
     elif method.regime == "joint":
