@@ -123,6 +123,21 @@ def _refrozen(project: Project) -> tuple[dict[str, list[dict[str, str]]], list[s
     return out, problems
 
 
+def _changes(root: Path, where: str) -> list[tuple[str, str, str]]:
+    """(commit, blob, path) for every file under `where` that any commit set, merges included (each diffed against
+    every parent), oldest first; a blob of zeros is a deletion."""
+    text = _git(root, "log", "--full-history", "-m", "--reverse", "--raw", "--no-abbrev", "--format=@%H", "--", where)
+    out = []
+    commit = ""
+    for line in (text or "").splitlines():
+        if line.startswith("@"):
+            commit = line[1:].strip()
+        elif line.startswith(":") and "\t" in line:
+            meta, path = line.split("\t", 1)
+            out.append((commit, meta.split()[3], path))
+    return out
+
+
 def _versions(root: Path, rel: str) -> list[tuple[str, str]]:
     """(commit, blob) for every commit that set the file to a content, merges included (each diffed against every
     parent), oldest first; a blob of zeros is a deletion."""
@@ -204,19 +219,11 @@ def _historic_uses(project: Project, protocol_id: str, sha: str) -> list[str]:
         rel = _repo_path(project, folder / "x")
         if rel is None:
             return []
-        where = rel.rsplit("/", 1)[0]
-        text = _git(project.root, "log", "--full-history", "-m", "--raw", "--no-abbrev", "--format=@%H", "--", where)
         seen: dict[str, tuple[str, str]] = {}
-        commit = ""
-        for line in (text or "").splitlines():
-            if line.startswith("@"):
-                commit = line[1:].strip()
-            elif line.startswith(":") and "\t" in line:
-                meta, path = line.split("\t", 1)
-                blob = meta.split()[3]
-                wanted = path.endswith("/record.json") if kind == "record" else path.endswith(f"/{protocol_id}.json")
-                if wanted and blob != _ZERO:
-                    seen.setdefault(blob, (commit, path))
+        for commit, blob, path in _changes(project.root, rel.rsplit("/", 1)[0]):
+            wanted = path.endswith("/record.json") if kind == "record" else path.endswith(f"/{protocol_id}.json")
+            if wanted and blob != _ZERO:
+                seen.setdefault(blob, (commit, path))
         for blob, text_ in _blobs(project.root, sorted(seen)).items():
             try:
                 data = json.loads(text_)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cltoolkit.project import Project
-from cltoolkit.protocol.lock_history import _ZERO, _blobs, _git, _repo_path
+from cltoolkit.protocol.lock_history import _ZERO, _blobs, _changes, _git, _repo_path
 
 __all__ = ["record_history_problems"]
 
@@ -67,24 +67,14 @@ def record_history_problems(project: Project) -> list[tuple[str, str]]:
     if rel is None:
         return []
     folder = rel.rsplit("/", 1)[0] if "/" in rel else "."
-    text = _git(
-        project.root, "log", "--full-history", "-m", "--reverse", "--raw", "--no-abbrev", "--format=@%H", "--", folder
-    )
     out: list[tuple[str, str]] = [
         (path, "a committed `.seals` is ignored (each machine keeps its own, keyed by its secret): remove it from git")
         for path in (_git(project.root, "ls-files", "--full-name", "--", folder) or "").splitlines()
         if path.rsplit("/", 1)[-1] == ".seals"
     ]
     versions: dict[str, list[tuple[str, str]]] = {}
-    commit = ""
-    for line in (text or "").splitlines():
-        if line.startswith("@"):
-            commit = line[1:].strip()
-        elif line.startswith(":") and "\t" in line:
-            meta, path = line.split("\t", 1)
-            if not path.endswith("/" + RECORD):
-                continue
-            blob = meta.split()[3]
+    for commit, blob, path in _changes(project.root, folder):
+        if path.endswith("/" + RECORD):
             chain = versions.setdefault(path, [])
             if not chain or chain[-1][1] != blob:
                 chain.append((commit, blob))
