@@ -149,6 +149,7 @@ def test_library_methods_run_in_a_wmf_pilot(tmp_path: Path, name: str) -> None:
     assert out["budget"]["samples"]["other"] == 0
     if name == "wmf.ewc-online":
         assert metrics["fisherMax"] > 0  # over every parameter: the encoder's too, unlike wmf.ewc's
+        assert metrics["methodDiagnostics"] == {"fisherMax": metrics["fisherMax"]}  # the report's table reads it
     if name == "wmf.si":
         assert metrics["importanceMax"] > 0
     if name in ("wmf.er", "wmf.a-gem"):  # windows from the suite's memory: counted as replay and memory samples

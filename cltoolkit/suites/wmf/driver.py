@@ -478,7 +478,9 @@ def run_cell(
     clash = sorted(set(extra) & set(metrics))
     if clash:
         raise ValueError(f"the method's diagnostics() use the suite's metric names {clash}: rename them")
-    metrics.update(extra)
+    metrics.update(extra)  # beside the metrics, as records always had them; and as a section the report tabulates
+    if extra:
+        metrics["methodDiagnostics"] = dict(extra)
     frames_of = {f"data-{split}-{task}": int(d.lengths.sum() + len(d.lengths)) for (task, split), d in data.items()}
     frames = sum(frames_of.values())
     computed = set(cache.used) - {r.split(":", 1)[0] for r in cache.reused}
