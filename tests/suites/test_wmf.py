@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("minigrid")
 
 from cltoolkit.suites.wmf import evaluate as ev  # noqa: E402
+from cltoolkit.suites.wmf.method_models import UGMTM, ProgressiveRSSM, fisher_diagonal  # noqa: E402
 from cltoolkit.suites.wmf.models import WmfProtocol  # noqa: E402
-from cltoolkit.suites.wmf.train import fisher_diagonal  # noqa: E402
-from cltoolkit.suites.wmf.world import RSSM, UGMTM, ProgressiveRSSM  # noqa: E402
+from cltoolkit.suites.wmf.world import RSSM  # noqa: E402
 
 _BY_ARCH = {
     "rssm": "wmf.finetuning",
@@ -516,7 +516,7 @@ def test_the_seed_decoder_reshapes_to_2x2_and_crops_80_to_64() -> None:
 
 
 def test_the_ewc_penalty_factor_half_or_full() -> None:
-    from cltoolkit.suites.wmf.train import EwcPenalty
+    from cltoolkit.suites.wmf.method_models import EwcPenalty
 
     model = build({"latent": 4, "hidden": 8, "channels": [4, 4, 8, 8], "beta": 1.0}, "rssm", 2)
     anchor = {n: p.detach().clone() + 0.5 for n, p in model.named_parameters() if n.startswith("gru")}

@@ -37,7 +37,7 @@ class Nav4AgemParams(AgentParams, core.AgemFields):
     """The PPO learner's fields and A-GEM's."""
 
 
-class _Library(Nav4Method):
+class _Nav4Library(Nav4Method):
     """The library's nav4 methods keep their algorithm's state in `algo`; it round-trips with the checkpoints the
     driver writes at task boundaries."""
 
@@ -51,7 +51,7 @@ class _Library(Nav4Method):
             self.algo.load_state_dict(state["algo"])
 
 
-class Nav4OnlineEWC(_Library):
+class Nav4OnlineEWC(_Nav4Library):
     """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the PPO loss on samples of
     the phase's last `fisherBatches` rollouts (each rollout's every `minibatches`-th sample), merged into a running
     Fisher at each task's end."""
@@ -84,7 +84,7 @@ class Nav4OnlineEWC(_Library):
         return self.algo.diagnostics()
 
 
-class Nav4SI(_Library):
+class Nav4SI(_Nav4Library):
     """Synaptic Intelligence (Zenke et al. 2017) on the step hooks: the path integral of the gradient read after
     backward (the PPO loss plus the penalty, before clipping) times each step's parameter change."""
 
@@ -114,7 +114,7 @@ class Nav4SI(_Library):
         return self.algo.diagnostics()
 
 
-class Nav4L2(_Library):
+class Nav4L2(_Nav4Library):
     """An L2 pull towards the parameters at the end of the previous task (the unweighted baseline)."""
 
     Params = Nav4L2Params
@@ -131,7 +131,7 @@ class Nav4L2(_Library):
         return self.algo.penalty(learner.net.named_parameters)
 
 
-class Nav4AGEM(_Library):
+class Nav4AGEM(_Nav4Library):
     """A-GEM (Chaudhry et al. 2019) on the after-backward hook: every training rollout goes to the suite's reservoir
     memory; each step's gradient is projected against the PPO loss's gradient on `referenceSamples` samples drawn
     from it (counted as replayed samples, so the step counts partly as a replay update)."""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["WmfAGEM", "WmfL2", "WmfOnlineEWC", "WmfReplay", "WmfSI"]
 
 
-class _Library(WorldModelMethod):
+class _WmfLibrary(WorldModelMethod):
     own_task_a_model: ClassVar[bool] = True
 
     algo: lib.OnlineEWC | lib.SynapticIntelligence | lib.L2Anchor
@@ -48,7 +48,7 @@ def _loss(model: RSSM) -> Any:
     return loss
 
 
-class WmfOnlineEWC(_Library):
+class WmfOnlineEWC(_WmfLibrary):
     """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the world-model loss on the
     phase's last `fisherBatches` minibatches, merged into a running Fisher at each task's end (every parameter, the
     encoder's included, unlike `wmf.ewc`'s transition-only Fisher)."""
@@ -80,7 +80,7 @@ class WmfOnlineEWC(_Library):
             self.kept = [(b[0], b[1]) for b in state["kept"]]
 
 
-class WmfSI(_Library):
+class WmfSI(_WmfLibrary):
     """Synaptic Intelligence (Zenke et al. 2017) on the step hooks: the path integral of the gradient read after
     backward (the world-model loss plus the penalty) times each step's parameter change."""
 
@@ -108,7 +108,7 @@ class WmfSI(_Library):
         return self.algo.penalty(model.named_parameters)
 
 
-class WmfL2(_Library):
+class WmfL2(_WmfLibrary):
     """An L2 pull towards the parameters at the end of task A (the unweighted baseline)."""
 
     Params = lib.L2Fields

@@ -103,7 +103,8 @@ class EWC(WorldModelMethod):
     def end_task(self, model: RSSM, task: TaskEnd) -> None:
         if task.importance is None:  # the last task: nothing follows to protect it from
             return
-        from cltoolkit.suites.wmf.train import EwcPenalty, fisher_diagonal, state
+        from cltoolkit.suites.wmf.method_models import EwcPenalty, fisher_diagonal
+        from cltoolkit.suites.wmf.train import state
 
         imp = task.importance
         fisher = fisher_diagonal(model, imp.z, imp.a, imp.z_next)
@@ -138,7 +139,7 @@ class ProgressiveNets(WorldModelMethod):
     stream: ClassVar[str | None] = "progressive_nets"
 
     def build(self, spec: ModelSpec) -> RSSM:
-        from cltoolkit.suites.wmf.world import ProgressiveRSSM
+        from cltoolkit.suites.wmf.method_models import ProgressiveRSSM
 
         lateral = self.params.lateral if self.params is not None else "column-states"
         return ProgressiveRSSM(
@@ -192,7 +193,7 @@ class UGMTMMethod(WorldModelMethod):
     own_task_a_model: ClassVar[bool] = True
 
     def build(self, spec: ModelSpec) -> RSSM:
-        from cltoolkit.suites.wmf.world import UGMTM
+        from cltoolkit.suites.wmf.method_models import UGMTM
 
         assert isinstance(self.params, UgParams)
         return UGMTM(spec, self.params)

@@ -37,6 +37,7 @@ STAGE_SOURCES = (
     "driver.py",
     "envs.py",
     "evaluate.py",
+    "method_models.py",
     "methods.py",
     "models.py",
     "stages.py",

@@ -13,13 +13,13 @@ import torch
 from cltoolkit.errors import NonFiniteValue
 from cltoolkit.suites.guards import SampleCounter, check_finite
 from cltoolkit.suites.step import Step
-from cltoolkit.suites.wmf.world import RSSM, gaussian_nll
+from cltoolkit.suites.wmf.world import RSSM
 
 if TYPE_CHECKING:
     from cltoolkit.suites.wmf.envs import Episodes
     from cltoolkit.suites.wmf.models import WmfTraining
 
-__all__ = ["EwcPenalty", "Phase", "StepHooks", "batch_tensors", "fisher_diagonal", "state", "train_phase"]
+__all__ = ["Phase", "StepHooks", "batch_tensors", "state", "train_phase"]
 
 
 def batch_tensors(data: Episodes, rows: np.ndarray, length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -29,44 +29,6 @@ def batch_tensors(data: Episodes, rows: np.ndarray, length: int) -> tuple[torch.
     obs = frames.permute(0, 1, 4, 2, 3).float().div_(255.0)
     actions = torch.from_numpy(data.actions[e, s[:, :-1]])
     return obs, actions
-
-
-@dataclass
-class EwcPenalty:
-    """factor x lambda x sum_i F_i (theta_i - theta*_i)^2 over the parameters with a Fisher entry: factor 1/2
-    (wmf-v1, Kirkpatrick et al.'s form) or 1 (WorldModelsBenchmark's `src/baselines/ewc.py`)."""
-
-    fisher: dict[str, torch.Tensor]
-    anchor: dict[str, torch.Tensor]
-    lam: float
-    factor: float = 0.5
-
-    def __call__(self, model: RSSM) -> torch.Tensor:
-        total = torch.zeros((), device=next(iter(self.fisher.values())).device)
-        for name, p in model.named_parameters():
-            if name in self.fisher:
-                total = total + (self.fisher[name] * (p - self.anchor[name]).pow(2)).sum()
-        return self.factor * self.lam * total  # (factor x lambda) x total: for 1/2 the same arithmetic as before
-
-
-def fisher_diagonal(model: RSSM, z: torch.Tensor, a: torch.Tensor, z_next: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Empirical diagonal Fisher of log p(z' | z, a) from h = 0: the mean over transitions of the squared gradient
-    of each transition's log-likelihood, for every parameter of the model. The latents are fixed inputs (encoded
-    once by the post-A model), so every encoder and decoder entry is exactly zero, and so is the GRU's recurrent
-    weight (h = 0): EWC protects the transition component only."""
-    params = dict(model.named_parameters())
-    fisher = {n: torch.zeros_like(p) for n, p in params.items()}
-    model.eval()
-    for i in range(z.shape[0]):
-        model.zero_grad(set_to_none=True)
-        h = model.step(model.initial(1, z), z[i : i + 1], a[i : i + 1])
-        mu, logvar = model.prior(h)
-        (-gaussian_nll(z_next[i : i + 1], mu, logvar, model.var_eps).sum()).backward()
-        for n, p in params.items():
-            if p.grad is not None:
-                fisher[n] += p.grad.detach().pow(2)
-    model.zero_grad(set_to_none=True)
-    return {n: f / z.shape[0] for n, f in fisher.items()}
 
 
 @dataclass
