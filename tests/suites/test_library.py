@@ -101,11 +101,50 @@ def test_agem_applied_gradient_never_points_against_the_reference() -> None:
     assert agem.steps == 20
 
 
+def test_mas_importance_of_a_linear_model_is_the_mean_absolute_output_gradient() -> None:
+    """F(x) = W x: d ||W x||^2 / dW = 2 (W x) x^T, so Omega = mean over batches of |2 (W x_k) x_k^T| (one sample a
+    batch), computed here in closed form."""
+    gen = torch.Generator().manual_seed(2)
+    lin = torch.nn.Linear(3, 2, bias=False).double()
+    xs = [torch.randn(1, 3, generator=gen, dtype=torch.float64) for _ in range(50)]
+    mas = core.MAS(core.MasFields.model_validate({"lambda": 1.0}))
+    mas.end_task(lin.named_parameters, xs, lin)
+    w = lin.weight.detach()
+    expected = sum((2 * (w @ x.T) @ x).abs() for x in xs) / len(xs)
+    assert torch.allclose(mas.importance["weight"], expected, rtol=1e-12)
+    assert lin.weight.grad is None
+    mas.end_task(lin.named_parameters, xs, lin)  # summed over tasks
+    assert torch.allclose(mas.importance["weight"], 2 * expected, rtol=1e-12)
+
+
+def test_lwf_distillation_is_zero_at_the_copy_and_pulls_towards_it() -> None:
+    gen = torch.Generator().manual_seed(3)
+    lin = torch.nn.Linear(4, 5)
+    lwf = core.LwF(core.LwfFields(strength=1.0, temperature=2.0))
+    lwf.end_task(lin)
+    assert lwf.old is not None and not any(p.requires_grad for p in lwf.old.parameters())
+    x = torch.randn(16, 4, generator=gen)
+    assert float(lwf.distill_logits(lin(x), lwf.old(x)).detach()) == pytest.approx(0.0, abs=1e-7)
+    with torch.no_grad():
+        lin.weight += 0.5 * torch.randn(5, 4, generator=gen)
+    before = float(lwf.distill_logits(lin(x), lwf.old(x)).detach())
+    assert before > 0
+    opt = torch.optim.SGD(lin.parameters(), lr=0.5)
+    for _ in range(20):
+        opt.zero_grad()
+        lwf.distill_logits(lin(x), lwf.old(x)).backward()
+        opt.step()
+    assert float(lwf.distill_logits(lin(x), lwf.old(x)).detach()) < 0.5 * before
+    assert float(lwf.distill_values(lin(x), lin(x)).detach()) == 0.0
+
+
 NAV4_FIELDS: dict[str, dict[str, Any]] = {
     "nav4.ewc-online": {"lambda": 10.0, "fisherBatches": 2},
     "nav4.si": {"strength": 0.1},
     "nav4.l2": {"strength": 0.01},
     "nav4.a-gem": {"capacity": 500, "referenceSamples": 16},
+    "nav4.mas": {"lambda": 1.0, "importanceBatches": 2},
+    "nav4.lwf": {"strength": 1.0},
 }
 
 
@@ -132,6 +171,8 @@ def test_library_methods_run_in_a_nav4_pilot(tmp_path: Path, name: str) -> None:
 WMF_FIELDS: dict[str, dict[str, Any]] = {
     "wmf.er": {"capacity": 40, "replayShare": 0.25},
     "wmf.a-gem": {"capacity": 40, "referenceSamples": 4},
+    "wmf.mas": {"lambda": 1.0, "importanceBatches": 2},
+    "wmf.lwf": {"strength": 1.0},
     "wmf.ewc-online": {"lambda": 100.0, "fisherBatches": 2},
     "wmf.si": {"strength": 1.0},
     "wmf.l2": {"strength": 1.0},

@@ -10,6 +10,13 @@ suite's loss on a batch, and the step hooks (`cltoolkit.suites.step`). A suite's
   after backward); at its end Omega_i += omega_i / ((Delta theta_i)^2 + xi); penalty c sum_i Omega_i (theta_i -
   theta*_i)^2.
 - `L2Anchor`: an L2 pull towards the previous task's parameters (the unweighted baseline of both papers).
+- `MAS`: Aljundi et al. 2018, "Memory Aware Synapses: Learning what (not) to forget", ECCV: importance Omega_i =
+  the mean over kept batches of |d ||F(x)||^2 / d theta_i| (F the model's outputs, no labels), summed over tasks;
+  penalty lambda sum_i Omega_i (theta_i - theta*_i)^2.
+- `LwF`: Li & Hoiem 2016, "Learning without Forgetting", ECCV: a frozen copy of the model at each task's end; on
+  every new batch the suite's suite-specific distillation term pulls the model's outputs towards the copy's (a
+  temperature-softened KL for a policy's logits, a squared error for a world model's predictions), weighted by
+  `strength`.
 - `AGEM`: Chaudhry et al. 2019, "Efficient Lifelong Learning with A-GEM", ICLR: after backward, with g the
   gradient and g_ref the gradient of the loss on a batch drawn from memory, g <- g - (g . g_ref / g_ref . g_ref)
   g_ref when g . g_ref < 0, so the applied gradient never has a negative dot product with g_ref.
@@ -30,10 +37,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGEM",
+    "MAS",
     "AgemFields",
     "EwcFields",
     "L2Anchor",
     "L2Fields",
+    "LwF",
+    "LwfFields",
+    "MasFields",
     "OnlineEWC",
     "ReplayFields",
     "SiFields",
@@ -93,6 +104,25 @@ class ReplayFields(Strict):
     """Share of each update's batch drawn from memory once it holds anything."""
     selection: Literal["reservoir", "task-balanced"] = "reservoir"
     """How the memory chooses what it keeps: a uniform reservoir over everything offered, or an equal share per task."""
+
+
+class MasFields(Strict):
+    """MAS's hyperparameters."""
+
+    # the protocol key is `lambda`
+    lambda_: float = Field(alias="lambda", gt=0, le=1e12)
+    """Penalty weight: lambda sum Omega (theta - theta*)^2."""
+    importanceBatches: int = Field(default=8, ge=1, le=10_000)
+    """Batches of the task's own training data kept for its importance (the last ones seen)."""
+
+
+class LwfFields(Strict):
+    """LwF's hyperparameters."""
+
+    strength: float = Field(gt=0, le=1e12)
+    """Weight of the distillation term."""
+    temperature: float = Field(default=2.0, gt=0, le=100)
+    """Softening temperature of a policy's distilled logits (T^2 KL(softmax(old / T) || softmax(new / T)))."""
 
 
 def _values(named: Named) -> dict[str, torch.Tensor]:
@@ -245,6 +275,95 @@ class L2Anchor:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.anchor, self.ones = dict(state["anchor"]), dict(state["ones"])
+
+
+class MAS:
+    """See the module docstring. State: the summed importance and the anchor (tensors)."""
+
+    def __init__(self, params: MasFields) -> None:
+        self.params = params
+        self.importance: dict[str, torch.Tensor] = {}
+        self.anchor: dict[str, torch.Tensor] = {}
+
+    def end_task(self, named: Named, batches: Sequence[Any], outputs: Callable[[Any], torch.Tensor]) -> None:
+        """Omega from the kept batches: |gradient| of the mean squared L2 norm of the outputs, averaged over batches,
+        added to the importance so far; the anchor moves to the parameters now. Gradients are left cleared."""
+        import torch
+
+        params = {n: p for n, p in named() if p.requires_grad}
+        task = {n: torch.zeros_like(p) for n, p in params.items()}
+        for batch in batches:
+            for p in params.values():
+                p.grad = None
+            out = outputs(batch)
+            out.pow(2).flatten(1).sum(-1).mean().backward()
+            for n, p in params.items():
+                if p.grad is not None:
+                    task[n] += p.grad.detach().abs()
+        for p in params.values():
+            p.grad = None
+        k = max(1, len(batches))
+        for n, w in task.items():
+            old = self.importance.get(n)
+            self.importance[n] = w / k + old if old is not None and old.shape == w.shape else w / k
+        self.anchor = _values(named)
+
+    def penalty(self, named: Named) -> torch.Tensor | None:
+        if not self.anchor:
+            return None
+        return self.params.lambda_ * _quadratic(named, self.importance, self.anchor)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return {"importanceMax": max(float(w.max()) for w in self.importance.values())} if self.importance else {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"importance": dict(self.importance), "anchor": dict(self.anchor)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.importance, self.anchor = dict(state["importance"]), dict(state["anchor"])
+
+
+class LwF:
+    """See the module docstring. State: the frozen copy of the model at the latest task's end."""
+
+    def __init__(self, params: LwfFields) -> None:
+        self.params = params
+        self.old: nn.Module | None = None
+
+    def end_task(self, model: nn.Module) -> None:
+        import copy
+
+        old = copy.deepcopy(model)
+        for p in old.parameters():
+            p.requires_grad_(False)
+        for module in old.modules():  # the suite's counting hooks stay on the trained model only
+            module._forward_pre_hooks.clear()
+            module._forward_hooks.clear()
+        self.old = old.eval()
+
+    def distill_logits(self, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+        """T^2 KL(softmax(old / T) || softmax(new / T)), averaged over the batch (Hinton et al.'s scaling)."""
+        import torch
+
+        t = self.params.temperature
+        target = torch.log_softmax(old.detach() / t, -1)
+        current = torch.log_softmax(new / t, -1)
+        kl = (target.exp() * (target - current)).sum(-1).mean()
+        return self.params.strength * t * t * kl
+
+    def distill_values(self, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+        """The squared error towards the copy's predictions (LwF for a regression output), averaged over the batch."""
+        return self.params.strength * (new - old.detach()).pow(2).flatten(1).sum(-1).mean()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"old": None if self.old is None else {k: v.clone() for k, v in self.old.state_dict().items()}}
+
+    def load_state_dict(self, state: dict[str, Any], model: nn.Module | None = None) -> None:
+        """Restore the copy into a model shaped like the one it was taken from (`model`)."""
+        if state.get("old") is not None and model is not None:
+            self.end_task(model)
+            assert self.old is not None
+            self.old.load_state_dict(state["old"])
 
 
 def agem_project(g: torch.Tensor, g_ref: torch.Tensor) -> tuple[torch.Tensor, bool]:

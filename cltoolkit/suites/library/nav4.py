@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cltoolkit.suites.nav4.agent import Learner, Reservoir
     from cltoolkit.suites.step import Step
 
-__all__ = ["Nav4AGEM", "Nav4L2", "Nav4OnlineEWC", "Nav4SI"]
+__all__ = ["Nav4AGEM", "Nav4L2", "Nav4LwF", "Nav4MAS", "Nav4OnlineEWC", "Nav4SI"]
 
 
 class Nav4EwcParams(AgentParams, core.EwcFields):
@@ -37,11 +37,19 @@ class Nav4AgemParams(AgentParams, core.AgemFields):
     """The PPO learner's fields and A-GEM's."""
 
 
+class Nav4MasParams(AgentParams, core.MasFields):
+    """The PPO learner's fields and MAS's."""
+
+
+class Nav4LwfParams(AgentParams, core.LwfFields):
+    """The PPO learner's fields and LwF's."""
+
+
 class _Nav4Library(Nav4Method):
     """The library's nav4 methods keep their algorithm's state in `algo`; it round-trips with the checkpoints the
     driver writes at task boundaries."""
 
-    algo: core.OnlineEWC | core.SynapticIntelligence | core.L2Anchor | core.AGEM
+    algo: core.OnlineEWC | core.SynapticIntelligence | core.L2Anchor | core.AGEM | core.MAS
 
     def state_dict(self) -> dict[str, Any]:
         return {"algo": self.algo.state_dict()}
@@ -65,12 +73,7 @@ class Nav4OnlineEWC(_Nav4Library):
         self.kept: list[dict[str, Any]] = []
 
     def observe(self, learner: Learner, rollout: Rollout) -> None:
-        import numpy as np
-        import torch
-
-        step = self.params.minibatches
-        self.kept.append({k: torch.from_numpy(np.array(v[::step])) for k, v in rollout.batch.items()})
-        del self.kept[: -self.params.fisherBatches]
+        _keep(self.kept, rollout, self.params.minibatches, self.params.fisherBatches)
 
     def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
         batches = [{k: v.to(learner.device) for k, v in b.items()} for b in self.kept]
@@ -164,3 +167,78 @@ class Nav4AGEM(_Nav4Library):
 
     def diagnostics(self) -> dict[str, float | None]:
         return self.algo.diagnostics()
+
+
+def _keep(kept: list[dict[str, Any]], rollout: Rollout, every: int, last: int) -> None:
+    """Keep every `every`-th sample of a rollout, for the last `last` rollouts (the method's own copies: used only
+    at the task's end, outside the updates, so the suite counts their passes as bookkeeping)."""
+    import numpy as np
+    import torch
+
+    kept.append({k: torch.from_numpy(np.array(v[::every])) for k, v in rollout.batch.items()})
+    del kept[:-last]
+
+
+class Nav4MAS(_Nav4Library):
+    """Memory Aware Synapses (Aljundi et al. 2018): importance from the gradient of the squared norm of the policy's
+    logits on samples of the phase's last `importanceBatches` rollouts, summed over tasks."""
+
+    Params = Nav4MasParams
+    algo: core.MAS
+    summary = "MAS (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = core.MAS(self.params)
+        self.kept: list[dict[str, Any]] = []
+
+    def observe(self, learner: Learner, rollout: Rollout) -> None:
+        _keep(self.kept, rollout, self.params.minibatches, self.params.importanceBatches)
+
+    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
+        batches = [{k: v.to(learner.device) for k, v in b.items()} for b in self.kept]
+        self.algo.end_task(learner.net.named_parameters, batches, lambda b: learner.net(b["obs"])[0])
+        self.kept = []
+
+    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
+        return self.algo.penalty(learner.net.named_parameters)
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return self.algo.diagnostics()
+
+
+class Nav4LwF(Nav4Method):
+    """Learning without Forgetting (Li & Hoiem 2016): a frozen copy of the network at each task's end; every
+    minibatch adds the temperature-softened KL from the copy's action distribution to the network's, on the
+    minibatch's own observations (the copy's passes are the method's, without gradients)."""
+
+    Params = Nav4LwfParams
+    summary = "LwF: policy distillation towards the previous task's network (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = core.LwF(self.params)
+        self.pending: dict[str, Any] | None = None
+
+    def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
+        if self.pending is not None:  # restored from a checkpoint: the copy is rebuilt in this network's shape
+            self.algo.load_state_dict(self.pending, learner.net)
+            self.pending = None
+
+    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
+        self.algo.end_task(learner.net)
+
+    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
+        import torch
+
+        old = self.algo.old
+        if old is None:
+            return None
+        obs = minibatch.batch["obs"]
+        with torch.no_grad():
+            target = old(obs)[0]
+        return self.algo.distill_logits(learner.net(obs)[0], target)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.algo.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.pending = state if state.get("old") is not None else None

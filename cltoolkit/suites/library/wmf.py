@@ -17,13 +17,13 @@ if TYPE_CHECKING:
     from cltoolkit.suites.wmf.memory import WindowMemory
     from cltoolkit.suites.wmf.world import RSSM
 
-__all__ = ["WmfAGEM", "WmfL2", "WmfOnlineEWC", "WmfReplay", "WmfSI"]
+__all__ = ["WmfAGEM", "WmfL2", "WmfLwF", "WmfMAS", "WmfOnlineEWC", "WmfReplay", "WmfSI"]
 
 
 class _WmfLibrary(WorldModelMethod):
     own_task_a_model: ClassVar[bool] = True
 
-    algo: lib.OnlineEWC | lib.SynapticIntelligence | lib.L2Anchor
+    algo: lib.OnlineEWC | lib.SynapticIntelligence | lib.L2Anchor | lib.MAS
 
     def state_dict(self) -> dict[str, Any]:
         return {"core": self.algo.state_dict()}
@@ -181,3 +181,74 @@ class WmfAGEM(WorldModelMethod):
 
     def diagnostics(self) -> dict[str, float | None]:
         return self.algo.diagnostics()
+
+
+def _predictions(model: RSSM, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """What a world model outputs on a window, per window: the posterior means of its frames and the prior means the
+    transition predicts for the next ones (MAS's F(x); LwF's distilled outputs)."""
+    b, length = obs.shape[:2]
+    mu, _ = model.vae.encode(obs.reshape(b * length, *obs.shape[2:]))
+    z = mu.view(b, length, -1)
+    h, _ = model.sequence(z[:, :-1], actions)
+    prior, _ = model.prior(h)
+    import torch
+
+    return torch.cat([z.flatten(1), prior.flatten(1)], -1)
+
+
+class WmfMAS(_WmfLibrary):
+    """Memory Aware Synapses (Aljundi et al. 2018): importance from the gradient of the squared norm of the model's
+    predictions (posterior and prior means) on the phase's last `importanceBatches` minibatches, summed over tasks;
+    its own task-A phase runs its hooks."""
+
+    Params = lib.MasFields
+    algo: lib.MAS
+    summary: ClassVar[str] = "MAS on the whole world model (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = lib.MAS(self.params)
+        self.kept: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def extra_loss(self, model: RSSM, batch: Minibatch) -> torch.Tensor | None:
+        self.kept.append((batch.obs.detach().clone(), batch.actions.detach().clone()))
+        del self.kept[: -self.params.importanceBatches]
+        return self.algo.penalty(model.named_parameters)
+
+    def end_task(self, model: RSSM, task: TaskEnd) -> None:
+        if not task.last:
+            self.algo.end_task(model.named_parameters, self.kept, lambda b: _predictions(model, *b))
+        self.kept = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"core": self.algo.state_dict(), "kept": [list(b) for b in self.kept]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.algo.load_state_dict(state["core"])
+            self.kept = [(b[0], b[1]) for b in state["kept"]]
+
+
+class WmfLwF(WorldModelMethod):
+    """Learning without Forgetting (Li & Hoiem 2016) for a world model: a frozen copy of the task-A model; every
+    task-B update adds the squared error between the model's predictions (posterior and prior means) and the copy's
+    on the update's own windows."""
+
+    Params = lib.LwfFields
+    summary: ClassVar[str] = "LwF: distillation towards the task-A world model (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = lib.LwF(self.params)
+
+    def end_task(self, model: RSSM, task: TaskEnd) -> None:
+        if not task.last:
+            self.algo.end_task(model)
+
+    def extra_loss(self, model: RSSM, batch: Minibatch) -> torch.Tensor | None:
+        import torch
+
+        old = self.algo.old
+        if old is None:
+            return None
+        with torch.no_grad():
+            target = _predictions(old, batch.obs, batch.actions)  # type: ignore[arg-type]
+        return self.algo.distill_values(_predictions(model, batch.obs, batch.actions), target)
