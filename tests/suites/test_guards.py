@@ -382,3 +382,33 @@ def test_nav4_a_checkpoint_of_another_run_or_without_its_mac_is_never_resumed(tm
     assert checkpoint.load(tmp_path, "run-b") is None  # another run's
     (tmp_path / "checkpoint.mac").write_text("hmac-sha256:" + "0" * 64)
     assert checkpoint.load(tmp_path, "run-a") is None  # planted or copied: no MAC of this machine's
+
+
+def test_nav4_task_balanced_memory_keeps_an_equal_share_per_task() -> None:
+    from cltoolkit.suites.nav4.agent import AgentLedger, Reservoir
+    from cltoolkit.suites.nav4.api import _suite_rollout
+
+    memory = Reservoir(30, (2, 3, 3), np.random.default_rng(0), AgentLedger(), selection="task-balanced")
+
+    def rollout(task: int, n: int) -> nav4.Rollout:
+        batch = {
+            "obs": np.full((n, 2, 3, 3), task, np.uint8),
+            "actions": np.arange(n, dtype=np.int64),
+            **{k: np.zeros(n, np.float32) for k in ("logp", "adv", "ret", "value")},
+            "logits": np.zeros((n, 5), np.float32),
+        }
+        return _suite_rollout(batch, np.full(n, task, np.int8))
+
+    memory.add(rollout(0, 100))
+    assert len(memory) == 30 and memory.contents() == {"0": 30}
+    memory.add(rollout(1, 7))  # fewer than its share: all kept, task 0 shrunk to its share
+    assert memory.contents() == {"0": 15, "1": 7}
+    memory.add(rollout(2, 100))
+    assert memory.contents() == {"0": 10, "1": 7, "2": 10}
+    held = memory.task[: len(memory)]
+    assert all((memory.obs[: len(memory)][held == t] == t).all() for t in (0, 1, 2))  # slots stay consistent
+    assert len(set(memory.actions[: len(memory)][held == 0].tolist())) == 10  # a sample of task 0, no duplicates
+    plain = Reservoir(30, (2, 3, 3), np.random.default_rng(0), AgentLedger())
+    plain.add(rollout(0, 100))
+    plain.add(rollout(2, 100))
+    assert len(plain) == 30 and sum(plain.contents().values()) == 30  # the reservoir ignores tasks

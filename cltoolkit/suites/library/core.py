@@ -92,6 +92,8 @@ class AgemFields(Strict):
     """Episodic memory in samples (the suite's memory, bounded by the protocol's `budget.memoryCapacity`)."""
     referenceSamples: int = Field(ge=1, le=10**6)
     """Samples drawn from memory for each step's reference gradient."""
+    selection: Literal["reservoir", "task-balanced"] = "reservoir"
+    """How the suite's memory chooses what it keeps (see `ReplayFields.selection`)."""
 
 
 class ReplayFields(Strict):

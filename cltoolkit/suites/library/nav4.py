@@ -149,7 +149,7 @@ class Nav4AGEM(_Nav4Library):
 
     def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
         if self.memory is None:
-            self.memory = learner.memory or learner.new_memory(self.params.capacity)
+            self.memory = learner.memory or learner.new_memory(self.params.capacity, self.params.selection)
 
     def observe(self, learner: Learner, rollout: Rollout) -> None:
         if self.memory is not None:

@@ -167,7 +167,7 @@ class WmfAGEM(WorldModelMethod):
 
     def end_task(self, model: RSSM, task: TaskEnd) -> None:
         if not task.last and task.memory is not None:
-            self.memory = task.memory.new(self.params.capacity)
+            self.memory = task.memory.new(self.params.capacity, self.params.selection)
             self.memory.add(task.training)
 
     def after_backward(self, model: RSSM, step: Step) -> None:

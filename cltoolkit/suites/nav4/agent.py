@@ -133,9 +133,11 @@ _SLOTS = ("obs", "actions", "logp", "adv", "ret", "value", "logits", "task")
 
 
 class Reservoir:
-    """Fixed-capacity reservoir sample over every transition offered (uniform over all tasks seen). A method makes
-    one with `Learner.new_memory`; it is filled from suite-made training rollouts only, and every sample drawn from
-    it is counted in the run's ledger as it is drawn."""
+    """Fixed-capacity memory of transitions, filled from suite-made training rollouts only, every sample drawn from it
+    counted in the run's ledger as it is drawn. A method makes one with `Learner.new_memory`. Selection: `reservoir`
+    (a uniform reservoir sample over every transition offered, whatever its task) or `task-balanced` (an equal share
+    of the capacity per task seen, the remainder to the earliest tasks, each share a uniform reservoir sample of its
+    task; a new task shrinks the older shares by evicting at random)."""
 
     def __init__(
         self,
@@ -144,7 +146,14 @@ class Reservoir:
         rng: np.random.Generator,
         ledger: AgentLedger,
         counter: SampleCounter | None = None,
+        selection: str = "reservoir",
     ) -> None:
+        if selection not in ("reservoir", "task-balanced"):
+            raise ValueError(f"memory selection must be 'reservoir' or 'task-balanced', got {selection!r}")
+        self.selection = selection
+        self.held = 0
+        """Filled slots (task-balanced; a reservoir holds min(seen, capacity))."""
+        self.seen_per_task: dict[int, int] = {}
         self.capacity = capacity
         self.rng = rng
         self.ledger = ledger
@@ -160,7 +169,7 @@ class Reservoir:
         self.task = np.zeros(capacity, dtype=np.int8)
 
     def __len__(self) -> int:
-        return min(self.seen, self.capacity)
+        return self.held if self.selection == "task-balanced" else min(self.seen, self.capacity)
 
     def add(self, rollout: Rollout) -> None:
         """Offer every sample of a training rollout (the only way in: evaluation makes no `Rollout`)."""
@@ -171,18 +180,60 @@ class Reservoir:
         self._offer(rollout.batch, rollout.tasks)
 
     def _offer(self, batch: Mapping[str, np.ndarray], task_index: np.ndarray) -> None:
+        if self.selection == "task-balanced":
+            self._offer_balanced(batch, task_index)
+            return
         for k in range(len(batch["actions"])):
             self.seen += 1
             slot = self.seen - 1 if self.seen <= self.capacity else int(self.rng.integers(self.seen))
             if slot < self.capacity:
-                self.obs[slot] = batch["obs"][k]
-                self.actions[slot] = batch["actions"][k]
-                self.logp[slot] = batch["logp"][k]
-                self.adv[slot] = batch["adv"][k]
-                self.ret[slot] = batch["ret"][k]
-                self.value[slot] = batch["value"][k]
-                self.logits[slot] = batch["logits"][k]
-                self.task[slot] = task_index[k]
+                self._put(slot, batch, task_index, k)
+
+    def _put(self, slot: int, batch: Mapping[str, np.ndarray], task_index: np.ndarray, k: int) -> None:
+        self.obs[slot] = batch["obs"][k]
+        self.actions[slot] = batch["actions"][k]
+        self.logp[slot] = batch["logp"][k]
+        self.adv[slot] = batch["adv"][k]
+        self.ret[slot] = batch["ret"][k]
+        self.value[slot] = batch["value"][k]
+        self.logits[slot] = batch["logits"][k]
+        self.task[slot] = task_index[k]
+
+    def _quotas(self) -> dict[int, int]:
+        tasks = list(self.seen_per_task)
+        share, extra = divmod(self.capacity, len(tasks))
+        return {t: share + (1 if i < extra else 0) for i, t in enumerate(tasks)}
+
+    def _offer_balanced(self, batch: Mapping[str, np.ndarray], task_index: np.ndarray) -> None:
+        for k in range(len(batch["actions"])):
+            t = int(task_index[k])
+            self.seen += 1
+            if t not in self.seen_per_task:
+                self.seen_per_task[t] = 0
+                self._shrink(self._quotas())
+            self.seen_per_task[t] += 1
+            quota = self._quotas()[t]
+            mine = np.flatnonzero(self.task[: self.held] == t)
+            if len(mine) < quota:
+                self._put(self.held, batch, task_index, k)
+                self.held += 1
+            else:
+                j = int(self.rng.integers(self.seen_per_task[t]))
+                if j < quota:
+                    self._put(int(mine[j]), batch, task_index, k)
+
+    def _shrink(self, quotas: dict[int, int]) -> None:
+        """Evict at random down to each task's share, then pack the held slots to the front."""
+        keep = np.ones(self.held, dtype=bool)
+        for t, quota in quotas.items():
+            mine = np.flatnonzero(self.task[: self.held] == t)
+            if len(mine) > quota:
+                keep[self.rng.choice(mine, size=len(mine) - quota, replace=False)] = False
+        order = np.flatnonzero(keep)
+        for name in _SLOTS:
+            arr = getattr(self, name)
+            arr[: len(order)] = arr[order]
+        self.held = len(order)
 
     def sample(self, n: int, device: str = "cpu") -> dict[str, torch.Tensor]:
         """`n` stored samples drawn uniformly with replacement, as tensors on `device`; counted in the ledger
@@ -281,9 +332,9 @@ class Learner:
     def _bookkeeping(self, n: int) -> None:
         self.ledger.bookkeepingSamples += n
 
-    def new_memory(self, capacity: int) -> Reservoir:
-        """A fixed-capacity reservoir memory for the method (one per learner), drawing from the learner's
-        generator; `evaluate` checks that evaluation leaves it unchanged."""
+    def new_memory(self, capacity: int, selection: str = "reservoir") -> Reservoir:
+        """A fixed-capacity memory for the method (one per learner; `selection` reservoir or task-balanced), drawing
+        from the learner's generator; `evaluate` checks that evaluation leaves it unchanged."""
         if self.memory is not None:
             raise ValueError("this learner already has a memory")
         cap = self.limits.memory_capacity
@@ -293,7 +344,7 @@ class Learner:
                 f"declares at most {cap}"
             )
         shape = (len(CHANNELS), self.canvas, self.canvas)
-        self.memory = Reservoir(capacity, shape, self.rng, self.ledger, self.counter)
+        self.memory = Reservoir(capacity, shape, self.rng, self.ledger, self.counter, selection)
         return self.memory
 
     def hook(self, name: str, call: Callable[[], T]) -> T:
@@ -318,7 +369,14 @@ class Learner:
             "task": self.task,
             "memory": None
             if memory is None
-            else {"capacity": memory.capacity, "seen": memory.seen, **{k: getattr(memory, k).copy() for k in _SLOTS}},
+            else {
+                "capacity": memory.capacity,
+                "seen": memory.seen,
+                "selection": memory.selection,
+                "held": memory.held,
+                "seenPerTask": {str(t): n for t, n in memory.seen_per_task.items()},
+                **{k: getattr(memory, k).copy() for k in _SLOTS},
+            },
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -331,8 +389,10 @@ class Learner:
         self.task = state["task"]
         saved = state["memory"]
         if saved is not None:
-            memory = self.memory or self.new_memory(saved["capacity"])
+            memory = self.memory or self.new_memory(saved["capacity"], saved.get("selection", "reservoir"))
             memory.seen = saved["seen"]
+            memory.held = int(saved.get("held", 0))
+            memory.seen_per_task = {int(t): int(n) for t, n in saved.get("seenPerTask", {}).items()}
             for k in _SLOTS:
                 getattr(memory, k)[...] = saved[k]
 
