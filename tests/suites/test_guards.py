@@ -391,7 +391,7 @@ def test_nav4_task_balanced_memory_keeps_an_equal_share_per_task() -> None:
     memory = Reservoir(30, (2, 3, 3), np.random.default_rng(0), AgentLedger(), selection="task-balanced")
 
     def rollout(task: int, n: int) -> nav4.Rollout:
-        batch = {
+        batch: dict[str, np.ndarray] = {
             "obs": np.full((n, 2, 3, 3), task, np.uint8),
             "actions": np.arange(n, dtype=np.int64),
             **{k: np.zeros(n, np.float32) for k in ("logp", "adv", "ret", "value")},
