@@ -44,6 +44,13 @@ def validate_document(
         ) from None
     problems = id_problems(model, source, expected_id)
     problems.extend(_magnitude_problems(document, source))
+    analysis = document.get("analysis")
+    analysis = analysis if isinstance(analysis, dict) else {}
+    problems.extend(
+        Problem(f"{source}: /analysis/{key}", f"declared, but no code uses it: {why} (remove it; no field decorates)")
+        for key, why in UNUSED_ANALYSIS_FIELDS.items()
+        if key in analysis
+    )
     comparisons = [(i, c.method, c.hyperparameters) for i, c in enumerate(model.comparisons)]
     metric_ids = [(i, m.id) for i, m in enumerate(model.metrics)]
     problems.extend(_check_registered(model.suite, comparisons, metric_ids, regs, source, type(suite)))
@@ -53,6 +60,15 @@ def validate_document(
         raise ValidationFailed(problems=problems)
     return model, _warnings(model, regs, source)
 
+
+UNUSED_ANALYSIS_FIELDS = {
+    "bootstrapResamples": "gate intervals are t-based and permutation tests exact or Monte Carlo; nothing bootstraps",
+    "bootstrapSeed": "nothing bootstraps (see bootstrapResamples)",
+    "normalization": "the gatekeeper normalizes no score",
+    "zeroGapRule": "the gatekeeper normalizes no score (see normalization)",
+}
+"""Fields of the analysis plan that an early schema declared and no code ever used: a protocol that sets one is
+refused (none of the shipped protocols does), so that no field promises what nothing does."""
 
 MAX_MAGNITUDE = 1e12
 """No number a protocol declares (outside `results` and `status`) is larger in magnitude: a hyperparameter, a
@@ -177,12 +193,6 @@ def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
         for i, metric in enumerate(model.metrics):
             if metric.evaluationSet is None and metric.kind == "gate":
                 out.append(f"{source}: /metrics/{i}/evaluationSet: gate metric {metric.id!r} names no evaluation set")
-    for task, (weak, strong) in sorted((model.analysis.normalization or {}).items()):
-        if weak == strong:
-            out.append(
-                f"{source}: /analysis/normalization/{task}: equal anchors ({weak}); normalized scores of {task!r} "
-                "will be reported as undefined"
-            )
     replicated = any(len(st.seeds) > 1 for st in model.seeds.stages)
     for i, comp in enumerate(model.comparisons):
         method = regs.method.get(comp.method) if comp.method in regs.method else None

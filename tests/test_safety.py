@@ -130,3 +130,22 @@ def test_size_fields_are_bounded_at_validation(
     out = cli("protocol", "validate", protocol)
     assert out.exit_code == 2 and "Traceback" not in out.output
     assert expected in out.output, out.output
+
+
+@pytest.mark.parametrize("field", ["bootstrapResamples", "bootstrapSeed", "normalization", "zeroGapRule"])
+def test_an_analysis_field_nothing_uses_is_refused(project, cli, field: str) -> None:
+    """#51: no decorative field: the analysis plan's fields that no code ever used are refused when declared."""
+    from tests.conftest import read, write
+
+    values = {
+        "bootstrapResamples": 500,
+        "bootstrapSeed": 1,
+        "normalization": {"goal": [0.0, 1.0]},
+        "zeroGapRule": "refuse",
+    }
+    path = project.protocol_path("nav4-v1")
+    doc = read(path)
+    doc["analysis"][field] = values[field]
+    write(path, doc)
+    out = cli("protocol", "validate", "nav4-v1")
+    assert out.exit_code == 2 and f"/analysis/{field}: declared, but no code uses it" in out.output, out.output

@@ -272,18 +272,17 @@ class AnalysisPlan(Strict):
     permutation: PermutationPlan = Field(default_factory=PermutationPlan)
     """Permutation p-value settings."""
     bootstrapResamples: int = Field(default=10_000, ge=100)
-    """Stratified bootstrap resamples for aggregate intervals."""
+    """Unused: refused when declared (nothing bootstraps; gate intervals are t-based)."""
     bootstrapSeed: int = 0
-    """Seed of the bootstrap generator."""
+    """Unused: refused when declared."""
     exclusions: list[ExclusionRule] = Field(default_factory=list)
     """Declared exclusion rules; no run is dropped otherwise."""
     allowMixedToolkitVersions: bool = False
     """Allow records produced by different toolkit versions in one report."""
     normalization: dict[str, tuple[float, float]] | None = None
-    """Per-task normalization anchors (weak, strong)."""
+    """Unused: refused when declared (the gatekeeper normalizes no score)."""
     zeroGapRule: Literal["undefined", "refuse"] = "undefined"
-    """When a task's anchors are equal: its normalized score is `undefined` (null, listed) or the protocol is
-    refused before any result. Scores are never clipped."""
+    """Unused: refused when declared (the gatekeeper normalizes no score)."""
 
     @model_validator(mode="after")
     def _zero_gap(self) -> AnalysisPlan:
