@@ -151,19 +151,71 @@ def _distribution_of(module: str) -> tuple[str | None, str | None]:
 
 
 @functools.cache
-def _source_digest(root: str, single_file: bool) -> str:
-    """SHA-256 over (relative path, bytes) of the `.py` files under `root` (or of the one file), in path order."""
+def _source_digest(root: str, single_file: bool, data: bool = False) -> str:
+    """SHA-256 over (relative path, bytes) of the `.py` files under `root` (with `data`, every file but caches and
+    hidden ones: a plugin's package data is its code too), or of the one file, in path order."""
+    base = Path(root)
+    if single_file:
+        return _files_digest(base.parent, [base])
+    pattern = "*" if data else "*.py"
+    files = sorted(
+        p
+        for p in base.rglob(pattern)
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and not any(part.startswith(".") for part in p.relative_to(base).parts)
+        and p.suffix != ".pyc"
+    )
+    return _files_digest(base, files)
+
+
+def _files_digest(base: Path, files: list[Path]) -> str:
     import hashlib
 
-    base = Path(root)
-    files = [base] if single_file else sorted(p for p in base.rglob("*.py") if "__pycache__" not in p.parts)
     digest = hashlib.sha256()
     for path in files:
-        rel = path.name if single_file else path.relative_to(base).as_posix()
+        rel = path.relative_to(base).as_posix()
         data = path.read_bytes()
         digest.update(f"{rel}\0{len(data)}\0".encode())
         digest.update(data)
     return "sha256:" + digest.hexdigest()
+
+
+def _project_modules(module: str, origin: str) -> list[Path]:
+    """The file of a top-level module outside any package (a project's `mymethods.py`) and of every module it imports
+    from its own folder, read from its `import` statements, recursively: the project code a run of it loads.
+    Installed packages are never followed."""
+    import ast
+    import importlib.util
+
+    folder = Path(origin).resolve().parent
+    files, stack = {Path(origin).resolve()}, [Path(origin).resolve()]
+    while stack:
+        try:
+            tree = ast.parse(stack.pop().read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        for name in sorted(names):
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError, AttributeError):
+                continue
+            found = spec.origin if spec is not None else None
+            if not found or not found.endswith(".py"):
+                continue
+            path = Path(found).resolve()
+            inside = folder in path.parents and not {"site-packages", "dist-packages"} & set(path.parts)
+            if inside and path not in files:
+                files.add(path)
+                stack.append(path)
+    return sorted(files)
 
 
 EVALUATOR = {
@@ -179,8 +231,9 @@ NO_SOURCE = "sha256:" + "0" * 64
 
 
 def component_digest(target: str) -> str:
-    """The digest of a registered component's (`module:attr`) source files: the package folder of its module, or
-    the module file for a top-level module."""
+    """The digest of a registered component's (`module:attr`) source files: the package folder of its module (for a
+    plugin's package, every file in it, data included), or, for a top-level module (a project's own), its file and
+    the project modules it uses (`_project_modules`)."""
     import importlib.util
 
     module = target.split(":", 1)[0]
@@ -188,9 +241,13 @@ def component_digest(target: str) -> str:
     origin = spec.origin if spec is not None else None
     if origin is None or not origin.endswith(".py"):
         return NO_SOURCE  # built-in, compiled, or not importable from here: no source files to digest
-    if "." in module or Path(origin).name == "__init__.py":
-        return _source_digest(str(Path(origin).parent), False)
-    return _source_digest(origin, True)
+    toolkit = module == "cltoolkit" or module.startswith("cltoolkit.")
+    if "." in module or Path(origin).name == "__init__.py":  # a package: its folder, data included for a plugin
+        return _source_digest(str(Path(origin).parent), False, not toolkit)
+    files = _project_modules(module, origin)
+    if len(files) == 1:
+        return _source_digest(origin, True)
+    return _files_digest(Path(origin).resolve().parent, files)
 
 
 def evaluator_sources() -> dict[str, dict[str, str | None]]:

@@ -226,8 +226,8 @@ def test_a_changed_gate_decision_rule_is_refused_then_reported_under_an_amendmen
     assert cli("report", "-p", "toy-v1").exit_code == 0
     real = provenance._source_digest
 
-    def edited(path: str, single: bool) -> str:  # the gatekeeper's folder as if a decision rule were edited
-        return "sha256:" + "1" * 64 if Path(path).name == "gatekeeper" else real(path, single)
+    def edited(path: str, single: bool, data: bool = False) -> str:  # the gatekeeper as if a decision rule changed
+        return "sha256:" + "1" * 64 if Path(path).name == "gatekeeper" else real(path, single, data)
 
     monkeypatch.setattr(provenance, "_source_digest", edited)
     out = cli("report", "-p", "toy-v1")
@@ -246,3 +246,28 @@ def test_a_changed_gate_decision_rule_is_refused_then_reported_under_an_amendmen
     top = (mine.reports_dir / "toy-v1" / "report.md").read_text().split("## ", 1)[0]
     assert "Code amendments: 1 change(s) of the pinned evaluator" in top
     assert "`evaluator:gatekeeper` now `sha256:111111111111...`: Holm made step-down" in top
+
+
+def test_a_project_methods_helper_module_is_pinned_with_it(toy: Project, cli, monkeypatch) -> None:
+    """#52: the code a project method loads from the project (a helper module it imports) is pinned with it: an
+    edit of the helper after freezing is refused as an edit of the method."""
+    from cltoolkit.run import provenance
+
+    (toy.root / "helper_consts.py").write_text("SHIFT = 0.0\n")
+    helped = METHOD.replace("shift = 0.0", "shift = SHIFT")
+    helped = helped.replace("from tests.toy_suite", "from helper_consts import SHIFT\nfrom tests.toy_suite")
+    (toy.root / "helpedmethods.py").write_text(helped)
+    monkeypatch.syspath_prepend(str(toy.root))
+    for name in ("helper_consts", "helpedmethods"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setenv("PYTHONPATH", f"{toy.root}:{Path(__file__).resolve().parents[2]}")
+    write(toy.components_file, {**COMPONENTS, "method": {**COMPONENTS["method"], "me.helped": "helpedmethods:Mine"}})
+    doc = toy_protocol(seeds=2)
+    doc["comparisons"][0]["method"] = "me.helped"
+    write(toy.protocol_path("toy-v1"), doc)
+    reset_registries()
+    freeze(toy, "toy-v1")
+    (toy.root / "helper_consts.py").write_text("SHIFT = 0.05  # tuned after freezing\n")
+    provenance._source_digest.cache_clear()
+    out = cli("run", "-p", "toy-v1")
+    assert out.exit_code == 1 and "method:me.helped (helpedmethods:Mine): its code is sha256:" in out.output
