@@ -4,6 +4,7 @@ outside the project, and the recorded torch thread count is torch's own."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -65,13 +66,11 @@ def test_recorded_torch_threads_are_what_torch_has() -> None:
 def test_verify_fails_closed_without_git_unless_told(tmp_path: Path) -> None:
     """Outside a git checkout (or with git missing) the history checks cannot run: verify fails in one line, and
     passes only with --without-git, which its output names."""
-    import os
-
     clone = tmp_path / "copy"
     for folder in ("protocols", "registry"):
         shutil.copytree(REPO / folder, clone / folder)
     clt = str(Path(sys.executable).parent / "clt")
-    env = {k: v for k, v in os.environ.items() if k != "CLT_WITHOUT_GIT"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CLT_WITHOUT_GIT", "CLT_ROOT")}  # found from cwd
     done = subprocess.run([clt, "protocol", "verify"], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "is not a git checkout: verify reads the history" in done.stderr
@@ -97,8 +96,9 @@ def test_verify_names_a_link_out_of_the_checkout_in_one_line(tmp_path: Path, tar
     shutil.move(clone / target, outside)
     (clone / target).symlink_to(outside)
     clt = str(Path(sys.executable).parent / "clt")
+    env = {k: v for k, v in os.environ.items() if k != "CLT_ROOT"}  # the project is the one in `cwd`
     done = subprocess.run(
-        [clt, "protocol", "verify", "--without-git"], cwd=clone, capture_output=True, text=True, timeout=120
+        [clt, "protocol", "verify", "--without-git"], cwd=clone, env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"{target} is a symbolic link (to {outside})" in done.stderr
