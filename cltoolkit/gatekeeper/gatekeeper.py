@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,9 @@ def gatekeep(
         ]
     declared = {m.id for m in protocol.metrics}
     summaries = analysis.summaries(protocol, completed) if analysis and completed else {}
+    diagnostics = _method_diagnostics(completed)
+    if diagnostics:  # a method's own numbers (`diagnostics()`), exported beside the suite's summaries
+        summaries = {**summaries, "methodDiagnostics": diagnostics}
     results = Results(
         resultsVersion=RESULTS_VERSION,
         protocolSha256=lock.sha256,
@@ -233,6 +237,20 @@ def gatekeep(
         componentCode=code_states,
     )
     return loaded, results, used
+
+
+def _method_diagnostics(completed: list[RunRecord]) -> dict[str, dict[str, dict[str, float | int]]]:
+    """comparison -> diagnostic -> {runs, mean} over the completed records that carry `metrics.methodDiagnostics`
+    (empty where none does, as in every record made before methods reported them)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for rec in completed:
+        for key, value in (rec.section("methodDiagnostics") or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                values.setdefault(rec.spec.comparison, {}).setdefault(key, []).append(float(value))
+    return {
+        comp: {key: {"runs": len(v), "mean": sum(v) / len(v)} for key, v in sorted(keys.items())}
+        for comp, keys in sorted(values.items())
+    }
 
 
 def _with_units(protocol: ProtocolBase, gates: list[GateResult]) -> list[GateResult]:

@@ -271,3 +271,24 @@ def test_a_project_methods_helper_module_is_pinned_with_it(toy: Project, cli, mo
     provenance._source_digest.cache_clear()
     out = cli("run", "-p", "toy-v1")
     assert out.exit_code == 1 and "method:me.helped (helpedmethods:Mine): its code is sha256:" in out.output
+
+
+def test_after_amend_code_a_redo_of_the_amended_method_is_accepted(mine: Project, cli) -> None:
+    """#51: the documented way out after fixing a frozen project method: `amend-code` records the digest `clt run`
+    computes, and a `--redo` of a completed run under the fixed code is accepted, its record carrying that digest."""
+    assert cli("run", "-p", "toy-v1").exit_code == 0
+    _edit_method(mine)
+    assert cli("run", "-p", "toy-v1", "--redo", "cand-s0", "--reason", "fixed").exit_code == 1  # refused: unpinned
+    out = cli("protocol", "amend-code", "toy-v1", "--component", "method:me.mine", "--reason", "fixed a sign")
+    assert out.exit_code == 0, out.output
+    amended = read(mine.protocol_path("toy-v1"))["status"]["codeAmendments"][-1]["sourceSha256"]
+    out = cli("run", "-p", "toy-v1", "--redo", "cand-s0", "--reason", "rerun under the fixed code")
+    assert out.exit_code == 0, out.output
+    assert cli("report", "-p", "toy-v1").exit_code == 1  # one comparison of two codes: refused until all are redone
+    out = cli("run", "-p", "toy-v1", "--redo", "cand-s1,cand-s2", "--reason", "rerun under the fixed code")
+    assert out.exit_code == 0, out.output
+    record = read(mine.runs_dir / "toy-v1" / "cand-s0" / "record.json")
+    assert record["provenance"]["components"]["method:me.mine"]["sourceSha256"] == amended
+    assert record["replaces"][-1]["reason"] == "rerun under the fixed code"
+    out = cli("report", "-p", "toy-v1")
+    assert out.exit_code == 0, out.output

@@ -37,3 +37,25 @@ def test_a_non_finite_run_is_listed_first_and_no_gate_passes_on_it(toy: Project,
     assert len(failed) == len(cand)
     assert all(line.startswith("- non-finite (a NaN or infinity in training): cand-") for line in failed)
     assert md.index("**Failed runs**") < md.index("## Gates")
+
+
+def test_method_diagnostics_are_exported_beside_the_summaries(toy: Project, cli) -> None:
+    """#51: a method's `diagnostics()` reach the results (summaries.methodDiagnostics, per comparison: runs and mean)
+    and the report (a table); records without them change nothing."""
+    from cltoolkit.gatekeeper.gatekeeper import _method_diagnostics
+    from cltoolkit.report.render import _diagnostic_lines
+    from cltoolkit.run.store import RunStore
+
+    write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
+    freeze(toy, "toy-v1")
+    assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
+    records = sorted(RunStore(toy.runs_dir, "toy-v1").scan().records.values(), key=lambda r: r.runId)
+    assert _method_diagnostics(records) == {}
+    with_diag = [
+        r.model_copy(update={"metrics": {**r.metrics, "methodDiagnostics": {"penalty": float(i)}}})
+        for i, r in enumerate(records)
+    ]
+    exported = _method_diagnostics(with_diag)
+    assert exported == {"base": {"penalty": {"runs": 2, "mean": 0.5}}, "cand": {"penalty": {"runs": 2, "mean": 2.5}}}
+    table = _diagnostic_lines(with_diag)
+    assert table[0] == "## Method diagnostics" and "| cand | penalty | 2 | 2.5 |" in table
