@@ -412,3 +412,52 @@ def test_nav4_task_balanced_memory_keeps_an_equal_share_per_task() -> None:
     plain.add(rollout(0, 100))
     plain.add(rollout(2, 100))
     assert len(plain) == 30 and sum(plain.contents().values()) == 30  # the reservoir ignores tasks
+
+
+# -- diagnostics() in every suite --------------------------------------------------------------------------------
+
+DIAG_METHODS = '''
+from cltoolkit.suites.ladder.methods import Linear
+from cltoolkit.suites.sessions.methods import Affine
+
+
+class LinearWithDiagnostics(Linear):
+    """ladder.linear, reporting its model's coefficient a."""
+
+    summary = "linear, with a diagnostic"
+
+    @classmethod
+    def diagnostics(cls, model):
+        return {"coefficientA": model.coefficients["a"]}
+
+
+class AffineWithDiagnostics(Affine):
+    """sessions.affine, reporting that it was fitted."""
+
+    summary = "affine, with a diagnostic"
+
+    def diagnostics(self):
+        return {"fitted": 1.0}
+'''
+
+
+@pytest.mark.parametrize(("protocol", "base", "name"), [("ladder-v1", "ladder.linear", "me.linear"),
+                                                        ("sessions-v1", "sessions.affine", "me.affine")])  # fmt: skip
+def test_ladder_and_sessions_methods_report_diagnostics(project, cli, protocol: str, base: str, name: str) -> None:
+    from cltoolkit.registry import reset_registries
+    from tests.conftest import read, write
+
+    (project.root / "diagmethods.py").write_text(DIAG_METHODS)
+    target = "diagmethods:LinearWithDiagnostics" if protocol == "ladder-v1" else "diagmethods:AffineWithDiagnostics"
+    write(project.components_file, {"method": {name: target}})
+    reset_registries()
+    doc = read(project.protocol_path(protocol))
+    comp = next(c for c in doc["comparisons"] if c["method"] == base)
+    comp["method"] = name
+    write(project.protocol_path(protocol), doc)
+    out = cli("run", "-p", protocol, "--pilot", "--methods", comp["id"], "--seeds", "0")
+    assert out.exit_code == 0, out.output
+    records = list(project.pilot_runs_dir.rglob("record.json"))
+    assert records
+    diag = json.loads(records[0].read_text())["metrics"]["methodDiagnostics"]
+    assert set(diag) == ({"coefficientA"} if protocol == "ladder-v1" else {"grouped.fitted", "random.fitted"})

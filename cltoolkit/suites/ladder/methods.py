@@ -49,6 +49,11 @@ class DynamicsModel(Method):
         """The model (None for a controller that does not use one)."""
         raise NotImplementedError
 
+    @classmethod
+    def diagnostics(cls, model: LinearModel | None) -> dict[str, float | None]:
+        """Extra numbers about the built model for the record and the report (names are the method's own)."""
+        return {}
+
 
 class LinearParams(Strict):
     """Declared coefficients."""

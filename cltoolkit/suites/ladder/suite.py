@@ -95,4 +95,7 @@ class LadderSuite(Suite):
             queries += loop["modelQueries"]
             metrics[metric] = loop["mae"]
             metrics[key] = loop
+        diagnostics = method.diagnostics(model)
+        if diagnostics:  # the method's own numbers, for the record and the report's table
+            metrics["methodDiagnostics"] = diagnostics
         return RunOutput(metrics=metrics, budget={"modelQueries": queries, "environmentSteps": 2 * control.steps})

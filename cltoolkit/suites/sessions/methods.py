@@ -29,6 +29,10 @@ class SessionModel(Method):
     def predict(self, rows: Rows, idx: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def diagnostics(self) -> dict[str, float | None]:
+        """Extra numbers of the fitted model for the record and the report (names are the method's own)."""
+        return {}
+
     def preprocessing(self) -> list[Standardizer]:
         """Learned preprocessing steps (checked to be fitted on training rows only)."""
         return []

@@ -124,6 +124,13 @@ class SessionsSuite(Suite):
             metrics[measured[set_id]] = evaluations[set_id]["mae"]
             queries += int(test.size)
         metrics["evaluations"] = evaluations
+        diagnostics = {
+            f"{name}.{key}": value
+            for name, model in (("grouped", grouped_model), ("random", random_model))
+            for key, value in model.diagnostics().items()
+        }
+        if diagnostics:  # the method's own numbers, for the record and the report's table
+            metrics["methodDiagnostics"] = diagnostics
         metrics["sessionEffects"] = {
             "main": main.effects.round(6).tolist(),
             "shifted": shifted.effects.round(6).tolist(),
