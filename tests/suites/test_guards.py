@@ -349,7 +349,7 @@ def _interrupting(base: type[nav4.Nav4Method], marker: Path) -> type[nav4.Nav4Me
     return Once
 
 
-@pytest.mark.parametrize("name", ["nav4.sequential", "nav4.si"])
+@pytest.mark.parametrize("name", ["nav4.sequential", "nav4.si", "nav4.specialist"])
 def test_nav4_an_interrupted_run_resumes_from_its_last_task_boundary_with_the_same_record(
     tmp_path: Path, name: str
 ) -> None:

@@ -28,6 +28,19 @@ def _constant(value: int) -> Callable[[int], int]:
     return lambda _k: value
 
 
+def _memory_summary(memory: Any, tasks: list[str]) -> dict[str, Any] | None:
+    """What the record says of a learner's memory (disclosed): capacity, held, offered, per task index."""
+    if memory is None:
+        return None
+    return {
+        "capacity": memory.capacity,
+        "held": len(memory),
+        "offered": memory.seen,
+        "perTaskIndex": memory.contents(),
+        "tasks": list(tasks),
+    }
+
+
 def _identity(protocol: Nav4Protocol, method: Nav4Method, seed: int, order: str | None) -> str:
     """What a checkpoint must match to be resumed: the protocol's content, the method and its hyperparameters, the
     seed and the order."""
@@ -141,15 +154,55 @@ def run(
         row = [evaluate(learner, t, tests[t], greedy, ledger, **kw) for t in tasks]
         matrix, phases, models = [row], ["joint"], [learner]
     else:  # specialists: a fresh learner per task, each evaluated on its own task
-        row, models = [], []
+        from cltoolkit.suites.nav4 import checkpoint
+
+        row = []
+        models = []
+        identity = _identity(protocol, method, seed, order)
+        saved = checkpoint.load(workdir, identity)
+        if saved is not None:  # an interrupted run: the finished specialists' rows and counts, not their networks
+            method.load_state_dict(saved["method"])
+            rng.bit_generator.state = saved["rng"]
+            for key, value in saved["ledger"].items():
+                setattr(ledger, key, value)
+            row, curves, done = saved["row"], saved["curves"], saved["done"]
+            _log(f"resumed from the checkpoint after specialist {len(row)} (of {len(tasks)})")
+        else:
+            done = {"parameters": 0, "networks": 0, "memory": None}
         for i, task in enumerate(tasks):
+            if i < len(row):
+                continue
             learner = Learner(params, canvas, seed * 1000 + i, ledger, method, device, limits)
             phase(learner, i, [task], budget, f"{task} specialist", _constant(i))
             row.append(evaluate(learner, task, tests[task], greedy, ledger, **kw))
             models.append(learner)
             _log(f"{task} specialist done after {time.monotonic() - start:.0f} s: test success {row[-1]:.2f}")
+            done = {
+                "parameters": done["parameters"] + learner.parameters_count(),
+                "networks": done["networks"] + 1,
+                "memory": done["memory"] if i else _memory_summary(learner.memory, tasks),
+            }
+            if i + 1 < len(tasks):
+                checkpoint.save(
+                    workdir,
+                    identity,
+                    {
+                        "method": method.state_dict(),
+                        "rng": rng.bit_generator.state,
+                        "ledger": dict(vars(ledger)),
+                        "row": row,
+                        "curves": curves,
+                        "done": done,
+                    },
+                )
+        checkpoint.clear(workdir)
         matrix, phases = [row], ["specialists"]
-    memory = models[0].memory
+    if method.regime != "specialists":
+        done = {
+            "parameters": sum(m.parameters_count() for m in models),
+            "networks": len(models),
+            "memory": _memory_summary(models[0].memory, tasks),
+        }
     diagnostics = method.diagnostics()
     from cltoolkit.suites.nav4.analysis import METRICS, matrix_value
 
@@ -168,19 +221,10 @@ def run(
                 "policy": protocol.evaluation.policy,
                 "episodesPerTask": {t: len(v) for t, v in tests.items()},
             },
-            "model": {"parameters": sum(m.parameters_count() for m in models), "networks": len(models)},
-            "memory": None
-            if memory is None
-            else {
-                "capacity": memory.capacity,
-                "held": len(memory),
-                "offered": memory.seen,
-                "perTaskIndex": memory.contents(),
-                "tasks": list(tasks),
-            },
+            "model": {"parameters": done["parameters"], "networks": done["networks"]},
+            "memory": done["memory"],
             "trainingSeconds": round(time.monotonic() - start, 2),
             **({"methodDiagnostics": diagnostics} if diagnostics else {}),
         },
-        "budget": ledger.as_dict()
-        | {"parameters": sum(m.parameters_count() for m in models), "samples": ledger.samples(limits.unaccounted)},
+        "budget": ledger.as_dict() | {"parameters": done["parameters"], "samples": ledger.samples(limits.unaccounted)},
     }
