@@ -44,6 +44,17 @@ def validate_document(
         ) from None
     problems = id_problems(model, source, expected_id)
     problems.extend(_magnitude_problems(document, source))
+    budget = document.get("budget")
+    enforced = ", ".join(sorted(suite.budget_fields)) or "none"
+    problems.extend(
+        Problem(
+            f"{source}: /budget/{key}",
+            f"the {suite_name} suite enforces no {key} (it enforces: {enforced}); remove it, since a budget field "
+            "binds or is absent",
+        )
+        for key in (budget if isinstance(budget, dict) else {})
+        if key not in ("match", "fairness", "references") and key not in suite.budget_fields
+    )
     analysis = document.get("analysis")
     analysis = analysis if isinstance(analysis, dict) else {}
     problems.extend(

@@ -186,6 +186,10 @@ class Suite(ABC):
     otherwise, so no run fails minutes in for a reason knowable before it starts)."""
     data_given: ClassVar[frozenset[str]] = frozenset({"training"})
     """The data a method of this suite may ask for (`Method.data_access`)."""
+    budget_fields: ClassVar[frozenset[str]] = frozenset()
+    """The fields of a protocol's `budget` the suite's driver enforces; `clt protocol validate` refuses any other a
+    protocol sets (besides the clauses and texts every suite checks or prints: `match`, `fairness`, `references`), so
+    that no budget field promises what nothing binds."""
     counts_samples: ClassVar[bool] = False
     """The driver counts what reaches the model by origin (`budget.samples`); the report's budget section then says
     so for every comparison, and names records that lack the count."""

@@ -149,3 +149,22 @@ def test_an_analysis_field_nothing_uses_is_refused(project, cli, field: str) -> 
     write(path, doc)
     out = cli("protocol", "validate", "nav4-v1")
     assert out.exit_code == 2 and f"/analysis/{field}: declared, but no code uses it" in out.output, out.output
+
+
+@pytest.mark.parametrize(
+    ("protocol", "field", "value"),
+    [("wmf-lite-v1", "interactionsPerTask", 1000), ("ladder-v1", "memoryCapacity", 10), ("sessions-v1",
+     "gradientUpdatesPerTask", 5), ("ladder-v1", "unaccountedSamples", "replay")],
+)  # fmt: skip
+def test_a_budget_field_the_suite_does_not_enforce_is_refused(
+    project, cli, protocol: str, field: str, value: object
+) -> None:
+    """#51: every budget field binds or is absent: one the protocol's suite does not enforce is refused."""
+    from tests.conftest import read, write
+
+    path = project.protocol_path(protocol)
+    doc = read(path)
+    doc["budget"][field] = value
+    write(path, doc)
+    out = cli("protocol", "validate", protocol)
+    assert out.exit_code == 2 and f"/budget/{field}: the " in out.output and "enforces no" in out.output, out.output

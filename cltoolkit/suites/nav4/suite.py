@@ -42,6 +42,7 @@ class Nav4Suite(Suite):
     method_base = Nav4Method
     analysis = "nav4"
     counts_samples = True
+    budget_fields = frozenset({"interactionsPerTask", "gradientUpdatesPerTask", "memoryCapacity", "unaccountedSamples"})
     summary = "four-task 9x9 MiniGrid navigation diagnostic (PPO agents, replay, references)"
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:

@@ -37,6 +37,7 @@ class WmfSuite(Suite):
     data_given = frozenset({"training", "importance-set"})
     analysis = "wmf"
     counts_samples = True
+    budget_fields = frozenset({"gradientUpdatesPerTask", "memoryCapacity", "unaccountedSamples"})
     summary = "world-model forgetting: 3 families x 3 distances, 5 methods, PF / RD / FT beside encoder drift"
 
     def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
