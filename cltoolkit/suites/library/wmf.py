@@ -48,27 +48,29 @@ def _loss(model: RSSM) -> Any:
     return loss
 
 
-class WmfOnlineEWC(_WmfLibrary):
-    """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the world-model loss on the
-    phase's last `fisherBatches` minibatches, merged into a running Fisher at each task's end (every parameter, the
-    encoder's included, unlike `wmf.ewc`'s transition-only Fisher)."""
+class _WmfImportance(_WmfLibrary):
+    """A penalty weighted by importances computed at a task's end from the phase's last minibatches, which the
+    method keeps (its own copies: used outside the updates, so their passes are its bookkeeping)."""
 
-    Params = lib.EwcFields
-    algo: lib.OnlineEWC
-    summary: ClassVar[str] = "online EWC on the whole world model (library)"
+    algo: lib.OnlineEWC | lib.MAS
 
     def __post_init__(self) -> None:
-        self.algo = lib.OnlineEWC(self.params)
         self.kept: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def _keep(self) -> int:
+        raise NotImplementedError
+
+    def _importances(self, model: RSSM) -> None:
+        raise NotImplementedError
 
     def extra_loss(self, model: RSSM, batch: Minibatch) -> torch.Tensor | None:
         self.kept.append((batch.obs.detach().clone(), batch.actions.detach().clone()))
-        del self.kept[: -self.params.fisherBatches]
+        del self.kept[: -self._keep()]
         return self.algo.penalty(model.named_parameters)
 
     def end_task(self, model: RSSM, task: TaskEnd) -> None:
         if not task.last:
-            self.algo.end_task(model.named_parameters, self.kept, _loss(model))
+            self._importances(model)
         self.kept = []
 
     def state_dict(self) -> dict[str, Any]:
@@ -78,6 +80,26 @@ class WmfOnlineEWC(_WmfLibrary):
         if state:
             self.algo.load_state_dict(state["core"])
             self.kept = [(b[0], b[1]) for b in state["kept"]]
+
+
+class WmfOnlineEWC(_WmfImportance):
+    """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the world-model loss on the
+    phase's last `fisherBatches` minibatches, merged into a running Fisher at each task's end (every parameter, the
+    encoder's included, unlike `wmf.ewc`'s transition-only Fisher)."""
+
+    Params = lib.EwcFields
+    algo: lib.OnlineEWC
+    summary: ClassVar[str] = "online EWC on the whole world model (library)"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.algo = lib.OnlineEWC(self.params)
+
+    def _keep(self) -> int:
+        return int(self.params.fisherBatches)
+
+    def _importances(self, model: RSSM) -> None:
+        self.algo.end_task(model.named_parameters, self.kept, _loss(model))
 
 
 class WmfSI(_WmfLibrary):
@@ -196,7 +218,7 @@ def _predictions(model: RSSM, obs: torch.Tensor, actions: torch.Tensor) -> torch
     return torch.cat([z.flatten(1), prior.flatten(1)], -1)
 
 
-class WmfMAS(_WmfLibrary):
+class WmfMAS(_WmfImportance):
     """Memory Aware Synapses (Aljundi et al. 2018): importance from the gradient of the squared norm of the model's
     predictions (posterior and prior means) on the phase's last `importanceBatches` minibatches, summed over tasks;
     its own task-A phase runs its hooks."""
@@ -206,26 +228,14 @@ class WmfMAS(_WmfLibrary):
     summary: ClassVar[str] = "MAS on the whole world model (library)"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.algo = lib.MAS(self.params)
-        self.kept: list[tuple[torch.Tensor, torch.Tensor]] = []
 
-    def extra_loss(self, model: RSSM, batch: Minibatch) -> torch.Tensor | None:
-        self.kept.append((batch.obs.detach().clone(), batch.actions.detach().clone()))
-        del self.kept[: -self.params.importanceBatches]
-        return self.algo.penalty(model.named_parameters)
+    def _keep(self) -> int:
+        return int(self.params.importanceBatches)
 
-    def end_task(self, model: RSSM, task: TaskEnd) -> None:
-        if not task.last:
-            self.algo.end_task(model.named_parameters, self.kept, lambda b: _predictions(model, *b))
-        self.kept = []
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"core": self.algo.state_dict(), "kept": [list(b) for b in self.kept]}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            self.algo.load_state_dict(state["core"])
-            self.kept = [(b[0], b[1]) for b in state["kept"]]
+    def _importances(self, model: RSSM) -> None:
+        self.algo.end_task(model.named_parameters, self.kept, lambda b: _predictions(model, *b))
 
 
 class WmfLwF(WorldModelMethod):
