@@ -101,7 +101,6 @@ class SampleCounter:
     counted."""
 
     def __init__(self, module: nn.Module, on_bookkeeping: Callable[[int], None] | None = None) -> None:
-        self.other = 0
         self.bookkeeping = 0
         self._on_bookkeeping = on_bookkeeping
         self._armed = False
@@ -149,8 +148,7 @@ class SampleCounter:
             self._update.memory.append(rows.detach())
 
     def end_update(self) -> int:
-        """Close the update; returns how many distinct samples of it were neither its data nor the suite's memory
-        (also added to `other`)."""
+        """Close the update; returns how many distinct samples of it were neither its data nor the suite's memory."""
         update, self._update = self._update, None
         if update is None or not update.seen:
             return 0  # the common case (no method forward inside the update) costs nothing
@@ -170,7 +168,6 @@ class SampleCounter:
                 if k not in known[width, x.dtype] and k not in counted:
                     counted.add(k)
                     extra += 1
-        self.other += extra
         return extra
 
     def close(self) -> None:

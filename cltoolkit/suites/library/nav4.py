@@ -58,8 +58,37 @@ class _Nav4Library(Nav4Method):
         if state:
             self.algo.load_state_dict(state["algo"])
 
+    def diagnostics(self) -> dict[str, float | None]:
+        return self.algo.diagnostics()
 
-class Nav4OnlineEWC(_Nav4Library):
+
+class _Nav4Importance(_Nav4Library):
+    """A penalty weighted by importances computed at a task's end from samples of the phase's last rollouts, which
+    the method keeps (its own copies: used outside the updates, so their passes are its bookkeeping)."""
+
+    algo: core.OnlineEWC | core.MAS
+
+    def __post_init__(self) -> None:
+        self.kept: list[dict[str, Any]] = []
+
+    def _keep(self) -> int:
+        raise NotImplementedError
+
+    def _importances(self, learner: Learner, batches: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def observe(self, learner: Learner, rollout: Rollout) -> None:
+        _keep(self.kept, rollout, self.params.minibatches, self._keep())
+
+    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
+        self._importances(learner, [{k: v.to(learner.device) for k, v in b.items()} for b in self.kept])
+        self.kept = []
+
+    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
+        return self.algo.penalty(learner.net.named_parameters)
+
+
+class Nav4OnlineEWC(_Nav4Importance):
     """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the PPO loss on samples of
     the phase's last `fisherBatches` rollouts (each rollout's every `minibatches`-th sample), merged into a running
     Fisher at each task's end."""
@@ -69,22 +98,14 @@ class Nav4OnlineEWC(_Nav4Library):
     summary = "online EWC (library)"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.algo = core.OnlineEWC(self.params)
-        self.kept: list[dict[str, Any]] = []
 
-    def observe(self, learner: Learner, rollout: Rollout) -> None:
-        _keep(self.kept, rollout, self.params.minibatches, self.params.fisherBatches)
+    def _keep(self) -> int:
+        return int(self.params.fisherBatches)
 
-    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
-        batches = [{k: v.to(learner.device) for k, v in b.items()} for b in self.kept]
+    def _importances(self, learner: Learner, batches: list[dict[str, Any]]) -> None:
         self.algo.end_task(learner.net.named_parameters, batches, learner.policy_loss)
-        self.kept = []
-
-    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
-        return self.algo.penalty(learner.net.named_parameters)
-
-    def diagnostics(self) -> dict[str, float | None]:
-        return self.algo.diagnostics()
 
 
 class Nav4SI(_Nav4Library):
@@ -112,9 +133,6 @@ class Nav4SI(_Nav4Library):
 
     def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
         return self.algo.penalty(learner.net.named_parameters)
-
-    def diagnostics(self) -> dict[str, float | None]:
-        return self.algo.diagnostics()
 
 
 class Nav4L2(_Nav4Library):
@@ -165,9 +183,6 @@ class Nav4AGEM(_Nav4Library):
 
         self.algo.after_backward(learner.net.named_parameters, reference)
 
-    def diagnostics(self) -> dict[str, float | None]:
-        return self.algo.diagnostics()
-
 
 def _keep(kept: list[dict[str, Any]], rollout: Rollout, every: int, last: int) -> None:
     """Keep every `every`-th sample of a rollout, for the last `last` rollouts (the method's own copies: used only
@@ -179,7 +194,7 @@ def _keep(kept: list[dict[str, Any]], rollout: Rollout, every: int, last: int) -
     del kept[:-last]
 
 
-class Nav4MAS(_Nav4Library):
+class Nav4MAS(_Nav4Importance):
     """Memory Aware Synapses (Aljundi et al. 2018): importance from the gradient of the squared norm of the policy's
     logits on samples of the phase's last `importanceBatches` rollouts, summed over tasks."""
 
@@ -188,22 +203,14 @@ class Nav4MAS(_Nav4Library):
     summary = "MAS (library)"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.algo = core.MAS(self.params)
-        self.kept: list[dict[str, Any]] = []
 
-    def observe(self, learner: Learner, rollout: Rollout) -> None:
-        _keep(self.kept, rollout, self.params.minibatches, self.params.importanceBatches)
+    def _keep(self) -> int:
+        return int(self.params.importanceBatches)
 
-    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
-        batches = [{k: v.to(learner.device) for k, v in b.items()} for b in self.kept]
+    def _importances(self, learner: Learner, batches: list[dict[str, Any]]) -> None:
         self.algo.end_task(learner.net.named_parameters, batches, lambda b: learner.net(b["obs"])[0])
-        self.kept = []
-
-    def extra_loss(self, learner: Learner, minibatch: Nav4Minibatch) -> torch.Tensor | None:
-        return self.algo.penalty(learner.net.named_parameters)
-
-    def diagnostics(self) -> dict[str, float | None]:
-        return self.algo.diagnostics()
 
 
 class Nav4LwF(Nav4Method):
