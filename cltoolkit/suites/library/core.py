@@ -131,6 +131,31 @@ def _values(named: Named) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in named() if p.requires_grad}
 
 
+def _mean_gradients(
+    named: Named,
+    batches: Sequence[Any],
+    objective: Callable[[Any], torch.Tensor],
+    transform: Callable[[torch.Tensor], torch.Tensor],
+) -> dict[str, torch.Tensor]:
+    """Per trainable parameter, the mean over `batches` of `transform(gradient of objective(batch))`; gradients are
+    left cleared (importances are bookkeeping, never a step)."""
+    import torch
+
+    params = {n: p for n, p in named() if p.requires_grad}
+    total = {n: torch.zeros_like(p) for n, p in params.items()}
+    for batch in batches:
+        for p in params.values():
+            p.grad = None
+        objective(batch).backward()
+        for n, p in params.items():
+            if p.grad is not None:
+                total[n] += transform(p.grad.detach())
+    for p in params.values():
+        p.grad = None
+    k = max(1, len(batches))
+    return {n: t / k for n, t in total.items()}
+
+
 def _quadratic(named: Named, weight: dict[str, torch.Tensor], anchor: dict[str, torch.Tensor]) -> torch.Tensor:
     import torch
 
@@ -153,23 +178,10 @@ class OnlineEWC:
     def end_task(self, named: Named, batches: Sequence[Any], loss: Callable[[Any], torch.Tensor]) -> None:
         """F_task from the kept batches (the squared gradient of each batch's loss, averaged), merged into the
         running Fisher; the anchor moves to the parameters now. Gradients are left cleared."""
-        import torch
-
-        params = {n: p for n, p in named() if p.requires_grad}
-        task = {n: torch.zeros_like(p) for n, p in params.items()}
-        for batch in batches:
-            for p in params.values():
-                p.grad = None
-            loss(batch).backward()
-            for n, p in params.items():
-                if p.grad is not None:
-                    task[n] += p.grad.detach().pow(2)
-        for p in params.values():
-            p.grad = None
-        k = max(1, len(batches))
+        task = _mean_gradients(named, batches, loss, lambda g: g.pow(2))
         gamma = self.params.decay
         self.fisher = {
-            n: (gamma * self.fisher[n] + f / k) if n in self.fisher and self.fisher[n].shape == f.shape else f / k
+            n: (gamma * self.fisher[n] + f) if n in self.fisher and self.fisher[n].shape == f.shape else f
             for n, f in task.items()
         }
         self.anchor = _values(named)
@@ -290,24 +302,10 @@ class MAS:
     def end_task(self, named: Named, batches: Sequence[Any], outputs: Callable[[Any], torch.Tensor]) -> None:
         """Omega from the kept batches: |gradient| of the mean squared L2 norm of the outputs, averaged over batches,
         added to the importance so far; the anchor moves to the parameters now. Gradients are left cleared."""
-        import torch
-
-        params = {n: p for n, p in named() if p.requires_grad}
-        task = {n: torch.zeros_like(p) for n, p in params.items()}
-        for batch in batches:
-            for p in params.values():
-                p.grad = None
-            out = outputs(batch)
-            out.pow(2).flatten(1).sum(-1).mean().backward()
-            for n, p in params.items():
-                if p.grad is not None:
-                    task[n] += p.grad.detach().abs()
-        for p in params.values():
-            p.grad = None
-        k = max(1, len(batches))
+        task = _mean_gradients(named, batches, lambda b: outputs(b).pow(2).flatten(1).sum(-1).mean(), lambda g: g.abs())
         for n, w in task.items():
             old = self.importance.get(n)
-            self.importance[n] = w / k + old if old is not None and old.shape == w.shape else w / k
+            self.importance[n] = w + old if old is not None and old.shape == w.shape else w
         self.anchor = _values(named)
 
     def penalty(self, named: Named) -> torch.Tensor | None:
