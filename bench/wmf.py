@@ -5,9 +5,9 @@ the wall time of one full wmf-lite-v1 cell (5 methods x 1 seed, fresh stage cach
 each method's task-B update as wmf-v1 and wmf-v2 build their models (wmf-v2: seed 000's decoder, progressive
 columns and UG-MTM), on CUDA too where there is one.
 Also where the step's time goes: forward / backward / Adam, and each VAE convolution's milliseconds and
-GFLOP/s; with --group, where a wmf-v3 (cell, seed) group's CPU time goes (collection and rendering per family,
-each training phase). Prints one JSON object. Usage: python bench/wmf.py [--steps 10] [--cell minigrid-min]
-[--no-cell] [--group]
+GFLOP/s; with --group [protocol], where a (cell, seed) group's CPU time goes (collection and rendering per family,
+each training phase; wmf-v3 unless named). Prints one JSON object. Usage: python bench/wmf.py [--steps 10]
+[--cell minigrid-min] [--no-cell] [--group [wmf-v4]]
 """
 
 from __future__ import annotations
@@ -168,10 +168,11 @@ def group_cpu_breakdown(protocol_id: str, steps: int, episodes: int = 2) -> dict
     phase, UG-MTM's own, the task-B reference and five task-B phases: measured milliseconds per update times the
     declared updates). Evaluation is what the measured cell time leaves (not measured here). An estimate from
     measured parts: labelled so."""
-    from cltoolkit.suites.wmf.envs import collect, make_env
+    from cltoolkit.suites.wmf.envs import collect, collect_stream, make_env
     from cltoolkit.suites.wmf.models import WmfProtocol
 
     protocol = WmfProtocol.model_validate_json((REPO / "protocols" / f"{protocol_id}.json").read_text(), strict=True)
+    streamed = protocol.data.collectionSeeds == "seed-stream"
     per_update = protocol_step_ms(protocol_id, steps)
     updates = protocol.training.updatesPerTask
     plain = per_update["finetuning"]
@@ -189,21 +190,33 @@ def group_cpu_breakdown(protocol_id: str, steps: int, episodes: int = 2) -> dict
         env = make_env(family.renderer, task.env, *physics, family.rendering)
         try:
             start = time.perf_counter()
-            data = collect(env, episodes, protocol.data.maxEpisodeSteps, 0)
+            if streamed:
+                (data,) = collect_stream(env, (episodes,), protocol.data.maxEpisodeSteps, 0)
+            else:
+                data = collect(env, episodes, protocol.data.maxEpisodeSteps, 0)
             seconds = time.perf_counter() - start
         finally:
             env.close()
         frames = int(data.lengths.sum()) + episodes
         per_frame_ms = 1000 * seconds / frames
-        group_frames = 2 * (protocol.data.trainEpisodes + protocol.data.heldOutEpisodes) * frames / episodes
+        task_frames = (protocol.data.trainEpisodes + protocol.data.heldOutEpisodes) * frames / episodes
+        # with seed-stream, the cells of a family with one task A collect it once per seed (shared stage)
+        tasks_a = len({lv.taskA.model_dump_json() for lv in family.levels})
+        share_a = tasks_a / len(family.levels) if streamed else 1.0
+        group_frames = task_frames * (1 + share_a)
+        minutes = per_frame_ms * group_frames / 60000
         collection[family.id] = {
             "msPerFrame": round(per_frame_ms, 2),
             "groupFrames": int(group_frames),
-            "cpuMinutes": round(per_frame_ms * group_frames / 60000, 1),
+            "cpuMinutes": round(minutes, 1),
+            "nonTrainingShare": round(minutes / (minutes + sum(training.values())), 3),
         }
     out["collectionAndRendering"] = collection
     out["trainingCpuMinutesTotal"] = round(sum(training.values()), 1)
-    out["kind"] = "estimate from measured parts (per-update and per-frame times); evaluation not included"
+    out["kind"] = (
+        "estimate from measured parts (per-update and per-frame times); evaluation not included; with seed-stream "
+        "a family's shared task A is charged to each group by its share of the family's cells"
+    )
     return out
 
 
@@ -216,7 +229,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--cell", default="minigrid-min")
     parser.add_argument("--no-cell", action="store_true")
-    parser.add_argument("--group", action="store_true", help="also wmf-v3's full-budget group CPU breakdown")
+    parser.add_argument("--group", nargs="?", const="wmf-v3", help="also a protocol's full-budget group CPU breakdown")
     args = parser.parse_args()
     torch.set_num_threads(1)
     keep_freed_memory()  # as every worker does
@@ -238,7 +251,7 @@ def main() -> None:
         result["updateMsPerMethodCuda"] = {"wmf-v2": protocol_step_ms("wmf-v2", args.steps, "cuda")}
     result["metTarget"] = result["wmfV1StepMs"] <= 130  # type: ignore[operator]
     if args.group:
-        result["wmfV3GroupCpu"] = group_cpu_breakdown("wmf-v3", args.steps)
+        result["groupCpu"] = {"protocol": args.group, **group_cpu_breakdown(args.group, args.steps)}
     if not args.no_cell:
         result["liteCell"] = args.cell
         result["liteCellSeconds"] = cell_seconds(args.cell)

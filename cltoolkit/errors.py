@@ -101,6 +101,14 @@ class NonFiniteValue(RuntimeError):
         super().__init__(f"{self.PREFIX} {term} in task {task}, update {update} (after hook {hook})")
 
 
+class FingerprintMiss(RuntimeError):
+    """A run's first task-A update loss lies outside the range the protocol's `fingerprint` declares: its frames or its
+    model are not the reference's (a wrong camera, a wrong resize), so nothing it would measure is comparable. The run
+    ends as failed, its reason starting with `fingerprint:`, right after its task-A phase."""
+
+    PREFIX = "fingerprint:"
+
+
 class DataAccessViolation(RuntimeError):
     """A method asked for data the suite does not give methods (test, validation or held-out data)."""
 

@@ -345,6 +345,8 @@ def _errata_lines(p: ProtocolBase) -> list[str]:
 
 NON_FINITE = "non-finite:"
 """How a run's failure reason names a NaN or infinity (`cltoolkit.errors.NonFiniteValue`)."""
+FINGERPRINT = "fingerprint:"
+"""How a run's failure reason names a first update outside the protocol's fingerprint (`errors.FingerprintMiss`)."""
 
 
 def _failure_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -358,9 +360,16 @@ def _failure_lines(records: Sequence[RunRecord]) -> list[str]:
         reason = rec.status.reason
         if reason.startswith(NON_FINITE):
             return 0
-        return 1 if "Violation" in reason.split(":", 1)[0] or reason.startswith("budget.") else 2
+        if reason.startswith(FINGERPRINT):
+            return 1
+        return 2 if "Violation" in reason.split(":", 1)[0] or reason.startswith("budget.") else 3
 
-    names = {0: "non-finite (a NaN or infinity in training)", 1: "budget or data-access violation", 2: "failed"}
+    names = {
+        0: "non-finite (a NaN or infinity in training)",
+        1: "fingerprint missed (not the reference's frames or model)",
+        2: "budget or data-access violation",
+        3: "failed",
+    }
     lines = ["**Failed runs** (never counted in a gate):", ""]
     for rec in sorted(failed, key=lambda x: (kind(x), x.runId)):
         lines.append(f"- {names[kind(rec)]}: {rec.runId}: {rec.status.reason}")

@@ -68,9 +68,9 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
         }
     except Exception as exc:  # a failed run: recorded, never retried
         traceback.print_exc()
-        from cltoolkit.errors import NonFiniteValue
+        from cltoolkit.errors import FingerprintMiss, NonFiniteValue
 
-        if isinstance(exc, NonFiniteValue):  # its own kind of failure, named by its reason's first word
+        if isinstance(exc, NonFiniteValue | FingerprintMiss):  # its own kind of failure, named by its first word
             return {"state": "failed", "reason": str(exc)}
         return {"state": "failed", "reason": traceback.format_exception_only(type(exc), exc)[-1].strip()}
 

@@ -265,9 +265,11 @@ class WmfAnalysis(Analysis):
                 "dTrans": _spearman(rd, d_trans),
                 "taskBDifficulty": _spearman(rd, difficulty),
             }
-        from cltoolkit.suites.wmf.seedstats import adequacy, seed_analyses
+        from cltoolkit.suites.wmf.seedstats import adequacy, fingerprint, seed_analyses
 
         extra: dict[str, Any] = {"adequacy": adequacy(protocol, records)}
+        if protocol.fingerprint is not None:
+            extra["fingerprint"] = fingerprint(protocol, records)
         if protocol.seedAnalyses is not None:
             extra["seedAnalyses"] = seed_analyses(protocol, records)
         return {
@@ -343,8 +345,10 @@ class WmfAnalysis(Analysis):
             "p: two-sided permutation p of Spearman's rho, exact over all n! orders of the n cells (scipy's t "
             "approximation, used before, is wrong at 3 to 9 cells).",
         ]
-        from cltoolkit.suites.wmf.seedstats import adequacy_lines, seed_lines
+        from cltoolkit.suites.wmf.seedstats import adequacy_lines, fingerprint_lines, seed_lines
 
+        if summaries.get("fingerprint"):
+            lines += ["", *fingerprint_lines(summaries["fingerprint"])]
         if summaries.get("adequacy"):
             lines += ["", *adequacy_lines(summaries["adequacy"])]
         if summaries.get("seedAnalyses"):

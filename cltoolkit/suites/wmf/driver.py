@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cltoolkit.errors import BudgetViolation
+from cltoolkit.errors import BudgetViolation, FingerprintMiss
 from cltoolkit.suites.guards import SampleCounter, overrides, unchanged
 from cltoolkit.suites.step import Step
 from cltoolkit.suites.wmf import evaluate as ev
@@ -34,7 +34,7 @@ from cltoolkit.suites.wmf.api import (
     _episodes_of,
     _suite_training_set,
 )
-from cltoolkit.suites.wmf.envs import Episodes, collect, make_env
+from cltoolkit.suites.wmf.envs import Episodes, collect, collect_stream, make_env
 from cltoolkit.suites.wmf.memory import MemoryRequest, Selection, WindowMemory
 from cltoolkit.suites.wmf.models import Family, TaskRef, WmfProtocol
 from cltoolkit.suites.wmf.stages import StageCache
@@ -57,6 +57,28 @@ def _physics(task: TaskRef) -> tuple[float | None, float, float]:
 def _data(
     cache: StageCache, protocol: WmfProtocol, family: Family, task: TaskRef, label: str, split: str, seed: int
 ) -> Episodes:
+    if protocol.data.collectionSeeds == "seed-stream":
+        value = _streamed(cache, protocol, family, task, label, seed)[("train", "heldout").index(split)]
+    else:
+        value = _collected(cache, protocol, family, task, label, split, seed)
+    if protocol.data.terminalFrame == "dropped":
+        value = _stored_as_the_seed_does(value, protocol.training.sequenceLength)
+    return value
+
+
+def _encode(ep: Episodes) -> dict[str, Any]:
+    return {"frames": torch.from_numpy(ep.frames), "actions": torch.from_numpy(ep.actions),
+            "lengths": torch.from_numpy(ep.lengths)}  # fmt: skip
+
+
+def _decode(d: dict[str, Any]) -> Episodes:
+    return Episodes(d["frames"].numpy(), d["actions"].numpy(), d["lengths"].numpy())
+
+
+def _collected(
+    cache: StageCache, protocol: WmfProtocol, family: Family, task: TaskRef, label: str, split: str, seed: int
+) -> Episodes:
+    """One split of one task, each episode reset with its own derived seed (`by-task`, `by-role`)."""
     episodes = protocol.data.trainEpisodes if split == "train" else protocol.data.heldOutEpisodes
     key = {
         "stage": "data",
@@ -85,17 +107,60 @@ def _data(
         finally:
             env.close()
 
-    def encode(ep: Episodes) -> dict[str, Any]:
-        return {"frames": torch.from_numpy(ep.frames), "actions": torch.from_numpy(ep.actions),
-                "lengths": torch.from_numpy(ep.lengths)}  # fmt: skip
-
-    def decode(d: dict[str, Any]) -> Episodes:
-        return Episodes(d["frames"].numpy(), d["actions"].numpy(), d["lengths"].numpy())
-
-    value: Episodes = cache.get(f"data-{split}-{label}", key, compute, encode, decode)[0]
-    if protocol.data.terminalFrame == "dropped":
-        value = _stored_as_the_seed_does(value, protocol.training.sequenceLength)
+    value: Episodes = cache.get(f"data-{split}-{label}", key, compute, _encode, _decode)[0]
     return value
+
+
+def _streamed(
+    cache: StageCache, protocol: WmfProtocol, family: Family, task: TaskRef, label: str, seed: int
+) -> tuple[Episodes, Episodes]:
+    """Both splits of one task from one environment seeded once (`seed-stream`): task A with the seed, task B with
+    seed + 1, training episodes first. The key names neither the cell nor the other task, so cells of a family with
+    the same task A share its data."""
+    stream_seed = seed + "AB".index(label)
+    d = protocol.data
+    key = {
+        "stage": "data-stream",
+        "renderer": family.renderer,
+        "rendering": family.rendering,
+        "task": task.model_dump(mode="json"),
+        "episodes": [d.trainEpisodes, d.heldOutEpisodes],
+        "maxSteps": d.maxEpisodeSteps,
+        "streamSeed": stream_seed,
+    }
+
+    def compute() -> dict[str, Episodes]:
+        env = make_env(family.renderer, task.env, *_physics(task), family.rendering)
+        try:
+            train, held = collect_stream(env, (d.trainEpisodes, d.heldOutEpisodes), d.maxEpisodeSteps, stream_seed)
+        finally:
+            env.close()
+        return {"train": train, "heldout": held}
+
+    def encode(v: dict[str, Episodes]) -> dict[str, Any]:
+        return {split: _encode(ep) for split, ep in v.items()}
+
+    def decode(v: dict[str, Any]) -> dict[str, Episodes]:
+        return {split: _decode(ep) for split, ep in v.items()}
+
+    both: dict[str, Episodes] = cache.get(f"data-{label}", key, compute, encode, decode)[0]
+    return both["train"], both["heldout"]
+
+
+def _check_fingerprint(protocol: WmfProtocol, family: Family, task_a: TaskRef, first: float | None) -> None:
+    """Fail the run (`fingerprint:`) when its first task-A update loss lies outside the protocol's declared range."""
+    if protocol.fingerprint is None:
+        return
+    bounds = protocol.fingerprint.bounds(family.id, task_a.env)
+    if bounds is None:
+        return
+    low, high = bounds
+    if first is None or not low <= first <= high:
+        raise FingerprintMiss(
+            f"{FingerprintMiss.PREFIX} the first task-A update's reconstruction loss is {first} ({family.id}, "
+            f"{task_a.env}); the protocol's fingerprint accepts [{low:.1f}, {high:.1f}] (the reference's stored values "
+            "widened by the declared margin): these frames or this model are not the reference's"
+        )
 
 
 def _stored_as_the_seed_does(data: Episodes, length: int) -> Episodes:
@@ -180,14 +245,22 @@ def run_cell(
     width = int(data["A", "train"].actions.shape[-1])
     if int(data["B", "train"].actions.shape[-1]) != width:
         raise ValueError(f"{cell}: tasks A and B have different action widths")
-    data_key: dict[str, Any] = {f"{split}-{task}": cache.used[f"data-{split}-{task}"] for task, split in data}
-    data_key.update(protocol.data.model_dump(mode="json", include=set(_V3_DATA - _at_default(protocol.data, _V3_DATA))))
+    streamed = protocol.data.collectionSeeds == "seed-stream"
+    options = protocol.data.model_dump(mode="json", include=set(_V3_DATA - _at_default(protocol.data, _V3_DATA)))
+    if streamed:
+        data_key: dict[str, Any] = {task: cache.used[f"data-{task}"] for task in ("A", "B")}
+    else:
+        data_key = {f"{split}-{task}": cache.used[f"data-{split}-{task}"] for task, split in data}
+    data_key.update(options)
     model_key = {
         "model": protocol.model.model_dump(mode="json", exclude=_at_default(protocol.model, _V3_MODEL)),
         "training": cfg.model_dump(mode="json", exclude=_at_default(cfg, _V4_TRAINING)),
         "data": data_key,
         "seed": seed,
     }
+    # The task-A phase sees task A's data only: with `seed-stream` its key names nothing of task B, so the cells of a
+    # family with one task A share it (WorldModelsBenchmark's common task-A model); earlier versions keep their keys.
+    model_key_a = {**model_key, "data": {"A": data_key["A"], **options}} if streamed else model_key
     batch = cfg.batch
     stream = method.stream_name
     episode_first = protocol.data.windows == "episode-then-start"
@@ -337,7 +410,7 @@ def run_cell(
 
     own = method.own_task_a_model
     arch_a = stream if own else "rssm"
-    key_a = {**model_key, "stage": "phase-A", "arch": arch_a, "ug": dict(method.hyperparameters) if own else None}
+    key_a = {**model_key_a, "stage": "phase-A", "arch": arch_a, "ug": dict(method.hyperparameters) if own else None}
 
     def task_a() -> dict[str, Any]:
         train_a = partial(phase, method.build, "A", True) if own else partial(phase, _plain, "A", False)
@@ -358,6 +431,7 @@ def run_cell(
     else:
         stage_a = task_a()
         ref_b = reference_b()
+    _check_fingerprint(protocol, family, level.taskA, stage_a.get("firstLoss"))
     if own:
         method.load_state_dict(stage_a.get("method", {}))
     ref_a = (

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Episodes", "FrameEnv", "collect", "make_env"]
+__all__ = ["Episodes", "FrameEnv", "collect", "collect_stream", "make_env"]
 
 SIZE = 64
 MINIGRID_ACTIONS = 7
@@ -58,11 +59,24 @@ def _rendered(env: Any) -> np.ndarray:
 
 
 class FrameEnv:
-    """reset(seed) -> frame; step(action vector) -> (frame, done)."""
+    """reset(seed) -> frame; step(action vector) -> (frame, done). The seed's way (`collect_stream`): seed(seed) once,
+    then reset() walks the environment's own stream of initial states and stream_action() its own action sampler."""
 
     width: int
 
     def reset(self, seed: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def seed(self, seed: int) -> None:
+        """Seed the episode stream and the action sampler once (WorldModelsBenchmark's `BaseEnv.seed`)."""
+        raise NotImplementedError
+
+    def next_episode(self) -> np.ndarray:
+        """The next episode's first frame, continuing the stream `seed` started."""
+        raise NotImplementedError
+
+    def stream_action(self) -> np.ndarray:
+        """A uniform random action from the sampler `seed` seeded."""
         raise NotImplementedError
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -93,16 +107,30 @@ class MiniGridFrames(FrameEnv):
         self.env.reset(seed=seed)
         return _rendered(self.env)
 
+    def seed(self, seed: int) -> None:
+        self.env.reset(seed=seed)
+        self.env.action_space.seed(seed)
+
+    def next_episode(self) -> np.ndarray:
+        self.env.reset()
+        return _rendered(self.env)
+
     def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
         _, _, terminated, truncated, _ = self.env.step(int(action.argmax()))
         return _rendered(self.env), bool(terminated or truncated)
 
-    def sample_action(self, rng: np.random.Generator) -> np.ndarray:
+    def _one_hot(self, index: int) -> np.ndarray:
         import numpy as np
 
         a = np.zeros(self.width, dtype=np.float32)
-        a[int(rng.integers(self.width))] = 1.0
+        a[index] = 1.0
         return a
+
+    def sample_action(self, rng: np.random.Generator) -> np.ndarray:
+        return self._one_hot(int(rng.integers(self.width)))
+
+    def stream_action(self) -> np.ndarray:
+        return self._one_hot(int(self.env.action_space.sample()))
 
     def close(self) -> None:
         self.env.close()
@@ -121,19 +149,28 @@ def _physics(model: Any, gravity: float | None, mass: float, friction: float, sh
 
 
 class GymFrames(FrameEnv):
-    """Gymnasium HalfCheetah (MuJoCo) rendered from the `track` camera at 64x64 (or, with `default_size`, its
-    default 480x480 frame from the default camera, shadows on, resized)."""
+    """Gymnasium HalfCheetah (MuJoCo) rendered from the `track` camera at 64x64; or, with `default_size`, its
+    default 480x480 frame, shadows on, resized: from Gymnasium 1.x's default camera (the free camera, wmf-v2/v3), or
+    with `track` too from the `track` camera, which is what gymnasium 0.29.1 (WorldModelsBenchmark's pin) renders
+    when no camera is named."""
 
     def __init__(
-        self, env_id: str, gravity: float | None, mass: float, friction: float, default_size: bool = False
+        self,
+        env_id: str,
+        gravity: float | None,
+        mass: float,
+        friction: float,
+        default_size: bool = False,
+        track: bool = True,
     ) -> None:
         import gymnasium as gym
 
-        size: dict[str, Any] = {} if default_size else {"width": SIZE, "height": SIZE, "camera_name": "track"}
+        camera: dict[str, Any] = {"camera_name": "track"} if track else {}
+        size: dict[str, Any] = {} if default_size else {"width": SIZE, "height": SIZE}
         # HalfCheetah-v4 (WorldModelsBenchmark's version) is "out of date": chosen, not stale
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*is out of date", category=DeprecationWarning)
-            self.env = gym.make(env_id, render_mode="rgb_array", **size)
+            self.env = gym.make(env_id, render_mode="rgb_array", **size, **camera)
         _physics(cast(Any, self.env.unwrapped).model, gravity, mass, friction, default_size)  # the MuJoCo model
         space = self.env.action_space
         assert isinstance(space, gym.spaces.Box)
@@ -144,6 +181,14 @@ class GymFrames(FrameEnv):
         self.env.reset(seed=seed)
         return _rendered(self.env)
 
+    def seed(self, seed: int) -> None:
+        self.env.reset(seed=seed)
+        self.env.action_space.seed(seed)
+
+    def next_episode(self) -> np.ndarray:
+        self.env.reset()
+        return _rendered(self.env)
+
     def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
         _, _, terminated, truncated, _ = self.env.step(action)
         return _rendered(self.env), bool(terminated or truncated)
@@ -152,6 +197,12 @@ class GymFrames(FrameEnv):
         import numpy as np
 
         action: np.ndarray = rng.uniform(self.low, self.high).astype(np.float32)
+        return action
+
+    def stream_action(self) -> np.ndarray:
+        import numpy as np
+
+        action: np.ndarray = np.asarray(self.env.action_space.sample(), dtype=np.float32)
         return action
 
     def close(self) -> None:
@@ -186,6 +237,22 @@ class DmcFrames(FrameEnv):
         self._load(seed).reset()
         return self._frame()
 
+    def seed(self, seed: int) -> None:
+        import numpy as np
+
+        self._load(seed)  # the task's RandomState seeded once, as WorldModelsBenchmark reseeds it in place
+        self.stream_rng = np.random.default_rng(seed)
+
+    def next_episode(self) -> np.ndarray:
+        self.env.reset()
+        return self._frame()
+
+    def stream_action(self) -> np.ndarray:
+        import numpy as np
+
+        action: np.ndarray = self.stream_rng.uniform(self.low, self.high, size=self.low.shape).astype(np.float32)
+        return action
+
     def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
         ts = self.env.step(action)
         return self._frame(), bool(ts.last())
@@ -210,14 +277,40 @@ def make_env(
     rendering: str = "native-64",
 ) -> FrameEnv:
     """The frame environment of one task (EGL rendering for the MuJoCo families, set before their import);
-    `rendering` "default-resized": each environment's default frame, resized (WorldModelsBenchmark)."""
-    default = rendering == "default-resized"
+    `rendering` "default-resized": each environment's default frame, resized (WorldModelsBenchmark), Gymnasium MuJoCo
+    from Gymnasium 1.x's default (free) camera; "track-resized": the same, HalfCheetah from its `track` camera as
+    gymnasium 0.29.1 renders it."""
+    default = rendering in ("default-resized", "track-resized")
     if renderer == "minigrid":
         return MiniGridFrames(env_id, default)
     os.environ.setdefault("MUJOCO_GL", "egl")
     if renderer == "mujoco":
-        return GymFrames(env_id, gravity, mass, friction, default)
+        return GymFrames(env_id, gravity, mass, friction, default, track=rendering != "default-resized")
     return DmcFrames(env_id, gravity, mass, friction, default)
+
+
+def _episodes(
+    env: FrameEnv, episodes: int, max_steps: int, first: Callable[[int], np.ndarray], action: Callable[[], np.ndarray]
+) -> Episodes:
+    """`episodes` episodes, each started by `first(e)` and driven by `action()`, cut at `max_steps`."""
+    import numpy as np
+
+    frames = np.zeros((episodes, max_steps + 1, SIZE, SIZE, 3), dtype=np.uint8)
+    actions = np.zeros((episodes, max_steps, env.width), dtype=np.float32)
+    lengths = np.zeros(episodes, dtype=np.int64)
+    for e in range(episodes):
+        frames[e, 0] = first(e)
+        t = 0
+        while t < max_steps:
+            a = action()
+            frame, done = env.step(a)
+            actions[e, t] = a
+            frames[e, t + 1] = frame
+            t += 1
+            if done:
+                break
+        lengths[e] = t
+    return Episodes(frames, actions, lengths)
 
 
 def collect(env: FrameEnv, episodes: int, max_steps: int, seed: int) -> Episodes:
@@ -227,19 +320,16 @@ def collect(env: FrameEnv, episodes: int, max_steps: int, seed: int) -> Episodes
     import numpy as np
 
     rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))
-    frames = np.zeros((episodes, max_steps + 1, SIZE, SIZE, 3), dtype=np.uint8)
-    actions = np.zeros((episodes, max_steps, env.width), dtype=np.float32)
-    lengths = np.zeros(episodes, dtype=np.int64)
-    for e in range(episodes):
-        frames[e, 0] = env.reset(int(np.random.SeedSequence([seed, e]).generate_state(1)[0] >> 1))
-        t = 0
-        while t < max_steps:
-            a = env.sample_action(rng)
-            frame, done = env.step(a)
-            actions[e, t] = a
-            frames[e, t + 1] = frame
-            t += 1
-            if done:
-                break
-        lengths[e] = t
-    return Episodes(frames, actions, lengths)
+
+    def first(e: int) -> np.ndarray:
+        return env.reset(int(np.random.SeedSequence([seed, e]).generate_state(1)[0] >> 1))
+
+    return _episodes(env, episodes, max_steps, first, lambda: env.sample_action(rng))
+
+
+def collect_stream(env: FrameEnv, counts: tuple[int, ...], max_steps: int, seed: int) -> tuple[Episodes, ...]:
+    """WorldModelsBenchmark's collection (`collect_cell_buffers`, `collect_rollouts`): the environment seeded once with
+    `seed` (its episode stream and its action sampler), then `counts[0]` episodes, then `counts[1]`, ... walking that
+    one stream (a task's training episodes, then its held-out ones), each cut at `max_steps`."""
+    env.seed(seed)
+    return tuple(_episodes(env, n, max_steps, lambda _: env.next_episode(), env.stream_action) for n in counts)

@@ -64,12 +64,14 @@ class Family(Strict):
     """Family id."""
     renderer: Literal["minigrid", "mujoco", "dm_control"]
     """How frames are produced."""
-    rendering: Literal["native-64", "default-resized"] = "native-64"
+    rendering: Literal["native-64", "default-resized", "track-resized"] = "native-64"
     """`native-64` (wmf-v1): frames rendered small (MiniGrid tile size 8, MuJoCo 64 x 64 from the `track` camera)
     with MuJoCo's shadows off, resized to 64 x 64 where the grid is not 8 x 8. `default-resized` (WorldModelsBenchmark's
     `src/envs/*_env.py`): each environment's default `rgb_array` frame (MiniGrid tile size 32, Gymnasium MuJoCo
     480 x 480 from its default camera) resized to 64 x 64 with PIL bilinear, shadows as the model defines them;
-    dm_control renders 64 x 64 from camera 0 in both."""
+    dm_control renders 64 x 64 from camera 0 in both. Gymnasium 1.x's default camera for HalfCheetah is the free
+    camera (it never follows the cheetah); gymnasium 0.29.1, WorldModelsBenchmark's pin, renders the model's `track`
+    camera when none is named. `track-resized` (wmf-v4): as `default-resized`, HalfCheetah from the `track` camera."""
     levels: list[Level] = Field(min_length=1)
     """Distance levels."""
 
@@ -92,11 +94,14 @@ class WmfData(Strict):
     """`stored` (wmf-v1, wmf-v2): an episode's frame after its last action enters training windows, D_A and the
     reconstruction frames. `dropped` (WorldModelsBenchmark's buffer, which stores each step's frame before its action):
     it never does, and an episode with fewer steps than `training.sequenceLength` is not used at all."""
-    collectionSeeds: Literal["by-task", "by-role"] = "by-task"
+    collectionSeeds: Literal["by-task", "by-role", "seed-stream"] = "by-task"
     """`by-task` (wmf-v1, wmf-v2): the episodes of a task are seeded by the task (environment and physics), so a
     task that is B in one cell and A in the next has the same episodes in both and the cells are correlated.
     `by-role`: the seed also names the role (A or B), as WorldModelsBenchmark seeds env_A with the seed and env_B with
-    seed + 1."""
+    seed + 1. `seed-stream` (WorldModelsBenchmark's `collect_cell_buffers`): one environment per task, seeded once
+    (task A with the seed, task B with seed + 1: its episode stream and its own action sampler), its training
+    episodes then its held-out ones walking that stream; so every cell of a family whose task A is the same has the
+    same task-A data, and the task-A phase (which sees only task-A data) is one stage shared by those cells."""
 
 
 class WmfModel(Strict):
@@ -190,6 +195,47 @@ class Adequacy(Strict):
     """Where the numbers come from."""
 
 
+class FingerprintRange(Strict):
+    """The reference's first task-A update losses for one task A of one family."""
+
+    family: str
+    """Family id."""
+    taskA: str
+    """Task A's environment id (MiniGrid's cells have different tasks A)."""
+    low: float
+    """Smallest stored value."""
+    high: float
+    """Largest stored value."""
+    values: int = Field(ge=1)
+    """How many distinct stored values the range comes from."""
+
+
+class Fingerprint(Strict):
+    """A check, before anything is measured, that a run's frames and model are the reference's: the reconstruction
+    loss of the first task-A update (a freshly initialised ConvVAE on the first batch of frames) depends on the frames
+    far more than on the draws, so a wrong camera or resize shows at once (WorldModelsBenchmark's HalfCheetah: 514-529
+    from the `track` camera, about 2,000 from Gymnasium 1.x's free camera). A run outside its range fails right after
+    its task-A phase (`fingerprint:`), and the report lists the check per family."""
+
+    metric: Literal["firstUpdateReconstructionLossA"]
+    """The record metric compared."""
+    margin: float = Field(ge=0, le=1)
+    """The stored range widened by this fraction of its ends on either side ([low (1 - m), high (1 + m)]): this
+    toolkit's initialisation and batch draws differ from the reference's (declared), so its values vary about as the
+    reference's do, not inside their exact extremes."""
+    ranges: list[FingerprintRange] = Field(min_length=1)
+    """Per family and task A."""
+    source: str
+    """Where the ranges come from (file and field)."""
+
+    def bounds(self, family: str, task_a: str) -> tuple[float, float] | None:
+        """The accepted [low, high] of a family's task A, or None when the protocol declares none."""
+        for r in self.ranges:
+            if r.family == family and r.taskA == task_a:
+                return r.low * (1 - self.margin), r.high * (1 + self.margin)
+        return None
+
+
 class SeedAnalyses(Strict):
     """WorldModelsBenchmark's descriptive analyses (`experiments/summarize_results.py`)."""
 
@@ -230,6 +276,8 @@ class WmfProtocol(ProtocolBase):
     """Training-adequacy thresholds (the report's adequacy section)."""
     seedAnalyses: SeedAnalyses | None = None
     """WorldModelsBenchmark's distance axis, control cells and skew flags (the report's seed-analysis section)."""
+    fingerprint: Fingerprint | None = None
+    """The reference's first task-A update losses a run must match before it measures anything (wmf-v4)."""
 
     def cell(self, cell_id: str) -> tuple[Family, Level]:
         """`<family>-<level>` -> its family and level."""

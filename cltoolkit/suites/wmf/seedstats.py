@@ -25,6 +25,8 @@ __all__ = [
     "adequacy_headline",
     "adequacy_lines",
     "by_cell_and_comparison",
+    "fingerprint",
+    "fingerprint_lines",
     "record_number",
     "seed_analyses",
     "seed_lines",
@@ -63,6 +65,55 @@ def by_cell_and_comparison(records: Sequence[RunRecord]) -> dict[tuple[str, str]
     for rec in records:
         by.setdefault((rec.spec.cell or "", rec.spec.comparison), []).append(rec)
     return by
+
+
+def fingerprint(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any] | None:
+    """Per family and task A: the declared range, the reference's stored range, and the first task-A update losses of
+    the records (a run outside the declared range failed before it measured anything, so it is not among them)."""
+    fp = protocol.fingerprint
+    if fp is None:
+        return None
+    rows = []
+    for r in fp.ranges:
+        cells = {
+            f"{f.id}-{lv.id}"
+            for f in protocol.families
+            if f.id == r.family
+            for lv in f.levels
+            if lv.taskA.env == r.taskA
+        }
+        found = [rec.metrics.get(fp.metric) for rec in records if rec.spec.cell in cells]
+        values = sorted(float(v) for v in found if isinstance(v, int | float))
+        low, high = fp.bounds(r.family, r.taskA) or (r.low, r.high)
+        rows.append({
+            "family": r.family, "taskA": r.taskA, "cells": sorted(cells), "accepted": [low, high],
+            "reference": [r.low, r.high], "n": len(values), "min": values[0] if values else None,
+            "max": values[-1] if values else None, "inside": sum(low <= v <= high for v in values),
+            "insideReference": sum(r.low <= v <= r.high for v in values),
+        })  # fmt: skip
+    return {"metric": fp.metric, "margin": fp.margin, "ranges": rows}
+
+
+def fingerprint_lines(summary: dict[str, Any]) -> list[str]:
+    """The fingerprint section: per family and task A, the records' first task-A update losses against the ranges."""
+    lines = [
+        "## Fingerprint: the first task-A update's reconstruction loss against the reference's "
+        f"(margin {summary['margin']:g})",
+        "",
+        "A run outside the accepted range fails before it measures anything (`fingerprint:` among the failed runs).",
+        "",
+        "| family | task A | records | their range | inside accepted | inside the reference's range | accepted "
+        "| reference |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summary["ranges"]:
+        seen = f"{r['min']:.1f}-{r['max']:.1f}" if r["n"] else "-"
+        lines.append(
+            f"| {r['family']} | {r['taskA']} | {r['n']} | {seen} | {r['inside']} of {r['n']} | "
+            f"{r['insideReference']} of {r['n']} | {r['accepted'][0]:.1f}-{r['accepted'][1]:.1f} | "
+            f"{r['reference'][0]:.1f}-{r['reference'][1]:.1f} |"
+        )
+    return lines
 
 
 def adequacy(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]:
