@@ -66,7 +66,9 @@ def validate_document(
     metric_ids = [(i, m.id) for i, m in enumerate(model.metrics)]
     problems.extend(_check_registered(model.suite, comparisons, metric_ids, regs, source, type(suite)))
     problems.extend(Problem(f"{source}: {p.where}", p.message) for p in suite.check(model))
-    problems.extend(_stage_cells(model, [c for c in suite.cells(model) if c is not None], source))
+    cells = [c for c in suite.cells(model) if c is not None]
+    problems.extend(_stage_cells(model, cells, source))
+    problems.extend(_unit_problems(model, cells, source))
     if problems:
         raise ValidationFailed(problems=problems)
     return model, _warnings(model, regs, source)
@@ -103,6 +105,41 @@ def _magnitude_problems(value: Any, source: str, pointer: str = "") -> list[Prob
             Problem(f"{source}: {pointer}", f"{value:g} exceeds {MAX_MAGNITUDE:g} in magnitude (it would overflow)")
         ]
     return []
+
+
+def _unit_problems(model: ProtocolBase, cells: list[str], source: str) -> list[Problem]:
+    """The unit of analysis: `analysis.clusters` needs schema 2, names known cells once each, and schema 2 refuses
+    a pooled gate over replicates that share seeds across cells or task orders without it."""
+    plan = model.analysis.clusters
+    where = f"{source}: /analysis/clusters"
+    if plan is None:
+        orders = max((len(st.orders) for st in model.seeds.stages), default=0)
+        if model.schemaVersion >= 2 and model.gates and (len(cells) > 1 or orders > 1):
+            pooled = f"{len(cells)} cells" if len(cells) > 1 else f"{orders} task orders"
+            return [
+                Problem(
+                    f"{source}: /analysis",
+                    f"its gates pool replicates over {pooled} run with the same seeds, which may share data, "
+                    "models or streams; declare the unit of analysis in analysis.clusters (what one cluster is, "
+                    "and what its replicates share)",
+                )
+            ]
+        return []
+    if model.schemaVersion < 2:
+        return [Problem(where, "needs schemaVersion 2 (the format that declares the unit of analysis)")]
+    problems = []
+    seen: dict[str, int] = {}
+    for gi, group in enumerate(plan.cellGroups):
+        for ci, cell in enumerate(group):
+            if cell not in cells:
+                choice = f"cells: {', '.join(cells)}" if cells else "this suite has no cells"
+                problems.append(Problem(f"{where}/cellGroups/{gi}/{ci}", f"unknown cell {cell!r} ({choice})"))
+            elif cell in seen:
+                problems.append(Problem(f"{where}/cellGroups/{gi}/{ci}", f"{cell!r} is in group {seen[cell]} too"))
+            seen.setdefault(cell, gi)
+    if plan.cellGroups and "cellGroup" not in plan.by:
+        problems.append(Problem(f"{where}/by", "cellGroups are declared but `by` does not name cellGroup"))
+    return problems
 
 
 def _stage_cells(model: ProtocolBase, known: list[str], source: str) -> list[Problem]:

@@ -15,7 +15,7 @@ from cltoolkit.errors import Problem
 
 if TYPE_CHECKING:
     from cltoolkit.protocol._base import Strict
-    from cltoolkit.protocol.models import ProtocolBase
+    from cltoolkit.protocol.models import ClusterPlan, ProtocolBase
     from cltoolkit.registry import Registries
     from cltoolkit.run.record import RunRecord
     from cltoolkit.run.spec import ExecutionResult, GridPoint, Job, RunOutput, RunSpec
@@ -237,6 +237,12 @@ class Suite(ABC):
     def cells(self, protocol: ProtocolBase) -> list[str | None]:
         """Grid cells (e.g. family x distance); [None] where the suite has none."""
         return [None]
+
+    def derived_clusters(self, protocol: ProtocolBase) -> ClusterPlan | None:
+        """For a protocol that declares no unit of analysis (schema 1), the clusters its design makes: replicates
+        that share data, models or random streams. The report tests the gates at that level too, labelled as not
+        pre-registered. None: the suite's replicates share nothing."""
+        return None
 
     def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
         """Run one spec (in the worker process) and return its metrics and budget ledger."""

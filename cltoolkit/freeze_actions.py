@@ -18,7 +18,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, canonical_bytes, protocol_hash
 from cltoolkit.protocol.load import load_json_file
 from cltoolkit.protocol.lock import ComponentPin, Lock, read_lock, snapshot_path
-from cltoolkit.protocol.models import SCHEMA_VERSION, CodeAmendment
+from cltoolkit.protocol.models import CodeAmendment
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.run import provenance
@@ -63,7 +63,7 @@ def freeze(
         sha256=protocol_hash(loaded.document),
         canonicalization=CANONICALIZATION,
         frozenOn=now or datetime.datetime.now(datetime.UTC).replace(microsecond=0),
-        schemaVersion=SCHEMA_VERSION,
+        schemaVersion=loaded.model.schemaVersion,
         toolkitVersion=__version__,
         components={
             k: ComponentPin.model_validate(v)

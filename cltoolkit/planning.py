@@ -97,8 +97,15 @@ def reported_stage(protocol: ProtocolBase) -> str:
 
 def declared_replicates(protocol: ProtocolBase, cells: int = 1, stage: str | None = None) -> int:
     """Replicates per hypothesis in the stage the report will use (seeds x task orders x cells): `stage`, or the
-    last confirmatory stage."""
+    last confirmatory stage. With a declared unit of analysis (`analysis.clusters`), the clusters they form: what
+    the gatekeeper counts."""
     st = protocol.stage(stage or reported_stage(protocol))
+    plan = protocol.analysis.clusters
+    if plan is not None and st.cells:
+        orders: list[str | None] = list(st.orders) or [None]
+        return len({plan.cluster_of(int(s), o, c) for s in st.seeds for o in orders for c in st.cells})
+    if plan is not None and "order" not in plan.by:
+        return len(st.seeds) * (len(st.cells) or cells) if "cellGroup" in plan.by else len(st.seeds)
     return len(st.seeds) * max(1, len(st.orders)) * (len(st.cells) or cells)
 
 

@@ -22,8 +22,16 @@ from cltoolkit.gatekeeper.gates import Hypothesis, decide_gates
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, protocol_hash
 from cltoolkit.protocol.lock import require_frozen
-from cltoolkit.protocol.models import ProtocolBase
-from cltoolkit.protocol.results import RESULTS_VERSION, BudgetCheck, GateResult, Results, RunCounts, RunSummary
+from cltoolkit.protocol.models import ClusterPlan, ProtocolBase
+from cltoolkit.protocol.results import (
+    RESULTS_VERSION,
+    BudgetCheck,
+    ClusterLevel,
+    GateResult,
+    Results,
+    RunCounts,
+    RunSummary,
+)
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
 from cltoolkit.run.provenance import EVALUATOR, component_digest
@@ -66,6 +74,18 @@ def _kept(points: list[GridPoint], excluded: frozenset[str]) -> set[str]:
     return {replicate_key(p.seed, p.order, p.cell) for p in points if p.run_id not in excluded}
 
 
+def _cluster_means(values: np.ndarray, keys: list[str], plan: ClusterPlan) -> tuple[np.ndarray, list[str]]:
+    """Each cluster's mean of its replicates' values (paired differences or a method's values), by cluster id: the
+    declared unit of analysis, so n counts clusters."""
+    groups: dict[str, list[float]] = {}
+    for value, key in zip(values.tolist(), keys, strict=True):
+        cell, order, seed = key.split("|")
+        cluster = plan.cluster_of(int(seed[1:]), None if order == "-" else order, None if cell == "-" else cell)
+        groups.setdefault(cluster, []).append(value)
+    ids = sorted(groups)
+    return np.array([float(np.mean(groups[c])) for c in ids]), ids
+
+
 def _hypotheses(
     protocol: ProtocolBase,
     usable: list[RunRecord],
@@ -75,7 +95,11 @@ def _hypotheses(
     tasks: list[str],
     excluded: frozenset[str] = frozenset(),
     regs: Registries | None = None,
+    clusters: ClusterPlan | None = None,
 ) -> list[Hypothesis]:
+    """One hypothesis per gate and scope: the replicates' values (a comparison's paired differences), or the
+    cluster means under the declared unit of analysis (or `clusters`, the suite's, for the not-pre-registered
+    cluster-level gates)."""
     regs = regs or registries()
     suite = regs.suite.get(protocol.suite)
     analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
@@ -128,8 +152,12 @@ def _hypotheses(
                     reason = "the analysis has no value for some replicates"
                 else:
                     values = np.array([mv[k] for k in keys])
+                unit_plan = clusters or protocol.analysis.clusters
+                if values is not None and unit_plan is not None:
+                    values, keys = _cluster_means(values, keys, unit_plan)
+                unit = "replicates" if unit_plan is None else "clusters"
                 if values is not None and values.size < 2:
-                    reason, values = f"needs at least 2 replicates, has {values.size}", None
+                    reason, values = f"needs at least 2 {unit}, has {values.size}", None
             usable_values = values if not reason else None
             out.append(Hypothesis(gate, scope, usable_values, reason, tuple(keys) if usable_values is not None else ()))
     return out
@@ -190,6 +218,18 @@ def gatekeep(
     ok_ids = {r.runId for r in completed}
     hyps = _hypotheses(protocol, completed, points, ok_ids | set(excluded), budgets, tasks, frozenset(excluded), regs)
     gates = _with_units(protocol, decide_gates(list(protocol.gates), hyps, protocol.analysis))
+    cluster_level = None
+    derived = suite.derived_clusters(protocol) if protocol.analysis.clusters is None and protocol.gates else None
+    if derived is not None:  # the same gates on the clusters the design makes: not pre-registered, shown beside
+        clustered = _hypotheses(
+            protocol, completed, points, ok_ids | set(excluded), budgets, tasks, frozenset(excluded), regs, derived
+        )
+        at_clusters = _with_units(protocol, decide_gates(list(protocol.gates), clustered, protocol.analysis))
+        cluster_level = ClusterLevel(
+            unit=derived.model_dump(mode="json"),
+            gates=at_clusters,
+            differs=[g.id for g, c in zip(gates, at_clusters, strict=True) if g.decision != c.decision],
+        )
     exclusions: list[dict[str, Any]] = []
     if excluded:
         strict = decide_gates(
@@ -234,6 +274,7 @@ def gatekeep(
         reports=[],
         evidence=evidence_manifest(used),
         mixedComponentCode=mixed_code,
+        clusterLevel=cluster_level,
         componentCode=code_states,
     )
     return loaded, results, used

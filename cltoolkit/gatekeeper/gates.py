@@ -123,7 +123,7 @@ def apply_tests(h: Hypothesis, plan: AnalysisPlan, rng: np.random.Generator) -> 
     x = h.values
     assert x is not None and h.evaluable
     sign, delta = _direction(g)
-    exact_up_to = max(plan.permutation.exactUpTo, stats.EXACT_UP_TO)
+    exact_up_to = plan.exact_up_to()
 
     def perm(alternative: str, null: float) -> stats.PermutationP:
         draws = plan.permutation.monteCarloDraws

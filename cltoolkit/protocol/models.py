@@ -11,7 +11,7 @@ import datetime
 import itertools
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import Field, JsonValue, PrivateAttr, model_validator
 
 from cltoolkit.ids import ID_PATTERN
 from cltoolkit.protocol._base import Strict
@@ -24,6 +24,7 @@ __all__ = [
     "Budget",
     "BudgetMatch",
     "Claim",
+    "ClusterPlan",
     "CodeAmendment",
     "Comparison",
     "DeclaredChange",
@@ -47,7 +48,9 @@ __all__ = [
     "covering_change",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The newest document format: 2 adds `analysis.clusters` (the unit of analysis) and requires it where a gate pools
+replicates that share data or models; documents of format 1 keep validating as they were frozen."""
 
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=80)]
 SeedValue = Annotated[int, Field(ge=0, le=2**31 - 1)]
@@ -239,17 +242,50 @@ class ExclusionRule(Strict):
     """Run statuses the rule excludes from the planned grid (they are still listed)."""
 
 
+LEGACY_EXACT_UP_TO = 40
+"""Schema-1 documents: sign-flip p-values were enumerated exactly up to at least this n whatever `exactUpTo` said
+(the exact p is what Monte Carlo estimates); their reports say so. Schema 2 follows `exactUpTo` as declared."""
+
+
 class PermutationPlan(Strict):
-    """Sign-flip permutation p: all 2^n flips enumerated exactly up to max(`exactUpTo`, 40) replicates, Monte Carlo
-    above (labelled with its draws and standard error)."""
+    """Sign-flip permutation p: all 2^n flips enumerated exactly up to `exactUpTo` replicates (schema 1: up to
+    max(`exactUpTo`, 40)), Monte Carlo above with `monteCarloDraws` draws from `seed` (labelled with its draws and
+    standard error)."""
 
     exactUpTo: int = Field(default=20, ge=1, le=40)
-    """n up to which the p is enumerated exactly at the least; clt enumerates exactly up to 40 whatever this says
-    (the exact p is what Monte Carlo estimates)."""
+    """n up to which the p is enumerated exactly (schema 2: as declared; schema 1 documents: at least 40)."""
     monteCarloDraws: int = Field(default=100_000, ge=1000)
     """Draws above the exact range."""
     seed: SeedValue = 0
     """Seed of the Monte Carlo generator."""
+
+
+class ClusterPlan(Strict):
+    """The unit of analysis (schema 2): which replicates share data, models or random streams, and so are one unit.
+    Replicates whose (seed, task order, cell group) agree on every part `by` names are one cluster; the gatekeeper
+    averages each cluster's values (a comparison's paired differences, or a method's values) and tests the cluster
+    means, n counted in clusters."""
+
+    by: list[Literal["seed", "order", "cellGroup"]] = Field(min_length=1)
+    """The parts of a replicate that name its cluster, e.g. `["seed"]` (a seed's task orders share its streams: one
+    cluster per seed) or `["seed", "cellGroup"]` (a seed's cells that share task A are one cluster)."""
+    cellGroups: list[list[str]] = Field(default_factory=list)
+    """Cells that share data or models, one list per group; a cell in no group is a group of its own."""
+    shares: str
+    """What the replicates of one cluster share, in words (and any dependence the clusters do not capture)."""
+
+    def cluster_of(self, seed: int, order: str | None, cell: str | None) -> str:
+        """The cluster id of a replicate (readable: `seed=3|cells=gym-min+gym-med+gym-max`)."""
+        parts = []
+        for part in self.by:
+            if part == "seed":
+                parts.append(f"seed={seed}")
+            elif part == "order":
+                parts.append(f"order={order or '-'}")
+            else:
+                group = next((g for g in self.cellGroups if cell in g), [cell or "-"])
+                parts.append("cells=" + "+".join(group))
+        return "|".join(parts)
 
 
 class AnalysisPlan(Strict):
@@ -283,6 +319,27 @@ class AnalysisPlan(Strict):
     """Unused: refused when declared (the gatekeeper normalizes no score)."""
     zeroGapRule: Literal["undefined", "refuse"] = "undefined"
     """Unused: refused when declared (the gatekeeper normalizes no score)."""
+    clusters: ClusterPlan | None = None
+    """The unit of analysis (schema 2): the gatekeeper tests cluster means, n counted in clusters."""
+    _schema: int = PrivateAttr(default=1)
+    """The document's schemaVersion (set by `ProtocolBase`): how `permutation` is read."""
+
+    def exact_up_to(self) -> int:
+        """n up to which sign-flip p-values are exact: `permutation.exactUpTo` as declared (schema 2), at least
+        `LEGACY_EXACT_UP_TO` in schema-1 documents (what their frozen results were computed with)."""
+        declared = self.permutation.exactUpTo
+        return declared if self._schema >= 2 else max(declared, LEGACY_EXACT_UP_TO)
+
+    def permutation_plan_note(self) -> str | None:
+        """A schema-1 document whose declared exact range the code exceeded, in words (None otherwise)."""
+        declared = self.permutation.exactUpTo
+        if self._schema >= 2 or declared >= LEGACY_EXACT_UP_TO:
+            return None
+        return (
+            f"permutation p-values are exact up to n = {LEGACY_EXACT_UP_TO}, where this schema-1 protocol declared "
+            f"exact up to {declared} and {self.permutation.monteCarloDraws} Monte Carlo draws above: the exact p is "
+            "the value Monte Carlo estimates (schema 2 follows the declared plan literally)"
+        )
 
     @model_validator(mode="after")
     def _zero_gap(self) -> AnalysisPlan:
@@ -495,8 +552,8 @@ class ProtocolBase(Strict):
     """Short title."""
     goal: str
     """What the evaluation is for."""
-    schemaVersion: Literal[1]
-    """Version of this document format."""
+    schemaVersion: Literal[1, 2]
+    """Version of this document format (`SCHEMA_VERSION` is the newest; 2 adds `analysis.clusters`)."""
     supersedes: Annotated[str, Field(pattern=r"^[a-z0-9.-]+-v[1-9][0-9]*@sha256:[0-9a-f]{64}$")] | None = None
     """`<id>@sha256:<hex>` of the frozen protocol this version replaces."""
     changes: list[DeclaredChange] = Field(default_factory=list)
@@ -530,6 +587,11 @@ class ProtocolBase(Strict):
     """Mutable status (not hashed)."""
     results: Results | None = None
     """Written by the gatekeeper only (not hashed)."""
+
+    @model_validator(mode="after")
+    def _schema_of_analysis(self) -> ProtocolBase:
+        self.analysis._schema = self.schemaVersion
+        return self
 
     def reference_problems(self) -> list[tuple[str, str]]:
         """(JSON pointer, message) for every reference that does not resolve inside the document: repeated ids,

@@ -12,6 +12,7 @@ from cltoolkit.protocol._base import Strict
 __all__ = [
     "RESULTS_VERSION",
     "BudgetCheck",
+    "ClusterLevel",
     "CodeState",
     "GateResult",
     "HypothesisResult",
@@ -182,6 +183,19 @@ CodeState = Literal["as frozen", "amended", "differs"]
 """How the code that records carry stands against the code a lock pinned."""
 
 
+class ClusterLevel(Strict):
+    """The gates tested again at the level of the clusters the suite's design makes (replicates that share data,
+    models or streams, averaged into one value each), for a protocol that declared no unit of analysis (schema 1).
+    Not pre-registered: the protocol's decisions stay `gates`; where one would differ, the report says so first."""
+
+    unit: dict[str, JsonValue]
+    """The clusters (`ClusterPlan`: by, cellGroups, shares)."""
+    gates: list[GateResult]
+    """Every gate decided on the cluster means (n counts clusters)."""
+    differs: list[str]
+    """Ids of the gates whose cluster-level decision differs from the pre-registered one."""
+
+
 class Results(Strict):
     """The results block of a protocol."""
 
@@ -223,7 +237,17 @@ class Results(Strict):
     mixedComponentCode: list[str] = Field(default_factory=list)
     """Comparisons whose records came from different component code (only when reported with
     `--allow-mixed-code`; otherwise such a report is refused). Shown in red in the report."""
+    clusterLevel: ClusterLevel | None = None
+    """The gates at the cluster level of the suite's design, not pre-registered (a protocol without a declared unit
+    of analysis whose replicates share data or streams); absent otherwise."""
     componentCode: dict[str, CodeState] = Field(default_factory=dict)
     """`<kind>:<name>` -> how the code the records carry stands against the code the lock pinned: as frozen,
     amended (a dated code amendment in `status.codeAmendments` covers it) or differs (only with
     `--allow-mixed-code`). Empty when the lock pins no code (frozen before the evaluator was pinned)."""
+
+    @model_serializer(mode="wrap")
+    def _without_absent_cluster_level(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("clusterLevel") is None:
+            data.pop("clusterLevel", None)
+        return data

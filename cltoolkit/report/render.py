@@ -47,7 +47,23 @@ def _verdict(p: Any, r: Results) -> str:
     reported = [g.id for g in r.gates if g.test == "report-only"]
     if reported:
         parts.append(f"reported without a claim: {', '.join(reported)}")
-    return f"**Verdict:** {'; '.join(parts)}."
+    first = ""
+    level = r.clusterLevel
+    if level is not None:
+        pre = {g.id: g.decision for g in r.gates}
+        n = max((h.n for g in level.gates for h in g.hypotheses), default=0)
+        if level.differs:
+            changed = "; ".join(f"{g.id} {pre[g.id]} -> {g.decision}" for g in level.gates if g.id in level.differs)
+            first = (
+                f"At the cluster level of the design (replicates that share data or streams averaged, up to {n} "
+                f"clusters; not pre-registered) {len(level.differs)} gate(s) would be decided otherwise: {changed}. "
+                "Pre-registered: "
+            )
+        else:
+            parts.append(
+                f"the same decisions at the cluster level of the design (up to {n} clusters; not pre-registered)"
+            )
+    return f"**Verdict:** {first}{'; '.join(parts)}."
 
 
 def _unit(gate: Any, regs: Registries) -> str:
@@ -213,6 +229,8 @@ def report_page(
                 else ""
             ),
             "",
+            *_unit_lines(p),
+            *_cluster_level_lines(r),
             *[
                 f"- {g.id}: {g.label} -> {decision_text(g.decision, g.id in confirmatory)}; {g.wording}"
                 for g in r.gates
@@ -289,6 +307,55 @@ def report_page(
         *compute_lines(costs),
     ]
     return Page((*blocks, *parse_markdown(lines)))
+
+
+def _cluster_level_lines(r: Results) -> list[str]:
+    """The gates at the cluster level of the design, beside the pre-registered ones (not pre-registered)."""
+    level = r.clusterLevel
+    if level is None:
+        return []
+    unit = level.unit
+    groups = "; ".join("+".join(str(c) for c in g) for g in unit.get("cellGroups") or [])  # type: ignore[union-attr]
+    lines = [
+        "### Gates at the cluster level (not pre-registered)",
+        "",
+        f"This protocol declared no unit of analysis; its design makes replicates that agree on "
+        f"{', '.join(str(b) for b in unit.get('by') or [])} dependent"  # type: ignore[union-attr]
+        + (f" (cell groups: {groups})" if groups else "")
+        + f": {unit.get('shares')}. The same gates on cluster means (n counts clusters); the pre-registered "
+        "decisions above stand.",
+        "",
+        "| gate | scope | n (clusters) | estimate | interval | p | decision | pre-registered |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    pre = {(g.id, h.scope): h.decision for g in r.gates for h in g.hypotheses}
+    for g in level.gates:
+        for h in g.hypotheses:
+            before = pre.get((g.id, h.scope))
+            mark = " (differs)" if h.decision != before else ""
+            lines.append(
+                f"| {g.id} | {h.scope} | {h.n} | {fmt(h.estimate)} | {interval_text(h)} | {p_text(h.pValue)} | "
+                f"{h.decision}{mark} | {before} |"
+            )
+    return [*lines, ""]
+
+
+def _unit_lines(p: ProtocolBase) -> list[str]:
+    """The declared unit of analysis (what n counts) and a schema-1 permutation plan the code exceeded."""
+    lines = []
+    plan = p.analysis.clusters
+    if plan is not None:
+        groups = "; ".join("+".join(g) for g in plan.cellGroups)
+        lines += [
+            f"Unit of analysis (declared): replicates agreeing on {', '.join(plan.by)} are one cluster"
+            + (f" (cell groups: {groups})" if groups else "")
+            + f"; n counts clusters, each the mean of its replicates' values. Shared within a cluster: {plan.shares}",
+            "",
+        ]
+    note = p.analysis.permutation_plan_note()
+    if note:
+        lines += [f"Permutation plan: {note}.", ""]
+    return lines
 
 
 def markdown_report(

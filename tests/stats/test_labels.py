@@ -32,7 +32,7 @@ def test_spearman_p_is_exact_over_every_order_of_the_cells() -> None:
     three = _spearman([1.0, 2.0, 3.0], [10.0, 20.0, 30.0])
     assert three["rho"] == pytest.approx(1.0)
     assert three["p"] == pytest.approx(1 / 3)  # scipy's t approximation says 0 here
-    assert three["pMethod"] == "permutation (exact, all 6 orders)"
+    assert three["pMethod"] == "permutation (exact, all 6 orders, two-sided)"
     rng = np.random.default_rng(4)
     x, y = rng.normal(size=6).tolist(), rng.normal(size=6).tolist()
     six = _spearman(x, y)

@@ -29,7 +29,7 @@ def test_the_seed_first_finding_is_recomputed_from_its_stored_runs(seed_runs) ->
     assert sp["level"]["n"] == 9
     assert round(sp["dTrans"]["rho"], 2) == 0.58
     assert round(sp["taskBDifficulty"]["rho"], 2) == 0.43
-    assert sp["dTrans"]["pKind"] == "exact, all 362880 orders"
+    assert sp["dTrans"]["pKind"] == "exact, all 362880 orders, two-sided"
     assert 0.05 < sp["dTrans"]["p"] < 0.2
 
 
@@ -70,8 +70,25 @@ def test_tightness_flags_a_mean_inside_the_range_far_from_the_centre() -> None:
     }
     out = tightness(rep)
     sampling = np.sqrt(1 / 3 + 1 / 10)
-    assert out["perQuantity"]["rd"]["samplingMedianAbsZ"] == pytest.approx(0.6745 * sampling)
+    # the seed's SD is estimated from its 10 runs: the median |z| under sampling alone is t_0.75(9) x scale
+    assert out["perQuantity"]["rd"]["samplingMedianAbsZ"] == pytest.approx(0.7027 * sampling, abs=1e-4)
+    assert out["perQuantity"]["rd"]["samplingMedianAbsZ"] == pytest.approx(0.463, abs=1e-3)
     assert [f["method"] for f in out["farInsideRange"]] == ["far"]  # 1.5 > 2 x 0.66; 0.1 is not
+
+
+def test_tightness_counts_a_value_equal_by_construction_once() -> None:
+    def q(c_mean: float) -> dict:  # type: ignore[type-arg]
+        return {
+            "clt": {"n": 3, "mean": c_mean},
+            "seed": {"n": 10, "mean": 0.0, "sd": 1.0, "median": 0.0},
+            "cltMeanInsideSeedRange": True,
+        }
+
+    shared = [{"cell": "c", "method": m, "quantities": {"taskAFitGain": q(0.4)}} for m in ("a", "b", "c", "d")]
+    own = [{"cell": "c", "method": "e", "quantities": {"taskAFitGain": q(0.2)}}]
+    out = tightness({"rows": shared + own})
+    assert out["perQuantity"]["taskAFitGain"]["n"] == 2  # four methods reading one task-A model count once
+    assert out["perQuantity"]["taskAFitGain"]["medianAbsZ"] == pytest.approx(0.3)
 
 
 def _seeds_per_cell(seed_runs) -> dict[str, int]:

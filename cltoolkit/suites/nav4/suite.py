@@ -15,6 +15,7 @@ from cltoolkit.suites.nav4.api import Nav4Method
 from cltoolkit.suites.nav4.models import Nav4Protocol
 
 if TYPE_CHECKING:
+    from cltoolkit.protocol.models import ClusterPlan
     from cltoolkit.registry import Registries
     from cltoolkit.run.spec import RunOutput, RunSpec
 
@@ -135,6 +136,20 @@ class Nav4Suite(Suite):
     def tasks(self, protocol: ProtocolBase) -> list[str]:
         assert isinstance(protocol, Nav4Protocol)
         return [t.id for t in protocol.environment.tasks]
+
+    def derived_clusters(self, protocol: ProtocolBase) -> ClusterPlan | None:
+        """With `randomStreams` "seed" a seed's task orders share its initialisation and random streams: one
+        cluster per seed. With "seed-and-order" every replicate has its own."""
+        from cltoolkit.protocol.models import ClusterPlan
+
+        assert isinstance(protocol, Nav4Protocol)
+        if protocol.randomStreams != "seed" or not any(len(st.orders) > 1 for st in protocol.seeds.stages):
+            return None
+        shares = (
+            "a seed's task orders share its network initialisation and random streams (randomStreams 'seed'), so "
+            "they are one unit; the report's n = seeds x orders counts each seed once per order"
+        )
+        return ClusterPlan(by=["seed"], shares=shares)
 
     def device_problem(self, device: str) -> str | None:
         """A torch suite: `device` must resolve on this machine (cuda needs a CUDA device torch can see)."""

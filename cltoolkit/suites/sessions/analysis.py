@@ -97,18 +97,17 @@ class SessionsAnalysis(Analysis):
             if pair is not None:
                 row["contrast"] = self._contrast(protocol, records, metric, es.id, *pair)
             sets.append(row)
+        # a seed's sessions are simulated from the seed alone, so every comparison's record of that seed carries the
+        # same sessions: each seed's sessions count once
+        per_seed = {r.spec.seed: r for r in sorted(records, key=lambda r: r.runId) if "sessionEffects" in r.metrics}
         effects = (
             {
                 cohort: np.concatenate(
-                    [
-                        np.asarray(_json(r.metrics)["sessionEffects"][cohort])
-                        for r in records
-                        if "sessionEffects" in r.metrics
-                    ]
+                    [np.asarray(_json(r.metrics)["sessionEffects"][cohort]) for r in per_seed.values()]
                 )
                 for cohort in ("main", "shifted")
             }
-            if records
+            if per_seed
             else {}
         )
         return {
@@ -118,7 +117,8 @@ class SessionsAnalysis(Analysis):
             },
             "evaluationSets": sets,
             "sessionEffects": {
-                c: {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "n": int(v.size)} for c, v in effects.items()
+                c: {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "n": int(v.size), "unit": "unique session"}
+                for c, v in effects.items()
             },
             "note": "Each row is a different estimand; a random transition split measures within-session "
             "interpolation, never transfer to new sessions.",
@@ -149,7 +149,7 @@ class SessionsAnalysis(Analysis):
             perm = stats.sign_flip_p(
                 d,
                 0.0,
-                exact_up_to=max(plan.permutation.exactUpTo, stats.EXACT_UP_TO),
+                exact_up_to=plan.exact_up_to(),
                 draws=plan.permutation.monteCarloDraws,
                 rng=np.random.default_rng(plan.permutation.seed),
             )

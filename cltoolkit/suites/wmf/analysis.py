@@ -172,6 +172,10 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     return out
 
 
+PAIR_P_TESTS = "sign-flip permutation test of the mean paired difference (H0: symmetric about 0), two-sided"
+"""What a declared method pair's p tests (a mean-type test, whatever the declared aggregate)."""
+
+
 class WmfAnalysis(Analysis):
     def expected_values(self, protocol: ProtocolBase, record: RunRecord) -> dict[str, ValueKind]:
         """Each declared metric's record field: a finite number, or null where the run did not measure it."""
@@ -191,7 +195,7 @@ class WmfAnalysis(Analysis):
 
     def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
         from cltoolkit.stats.multiplicity import holm
-        from cltoolkit.stats.paired import EXACT_UP_TO, sign_flip_p
+        from cltoolkit.stats.paired import sign_flip_p
         from cltoolkit.suites.wmf.models import WmfProtocol
 
         assert isinstance(protocol, WmfProtocol)
@@ -222,6 +226,7 @@ class WmfAnalysis(Analysis):
                         "n": len(diffs),
                         "medianDifference": float(np.median(diffs)),
                         "p": p,
+                        "pTests": PAIR_P_TESTS,
                         "pFloor": 2.0 / 2 ** len(diffs),
                     }
             entry: dict[str, Any] = {
@@ -235,7 +240,7 @@ class WmfAnalysis(Analysis):
                 rng = np.random.default_rng(protocol.analysis.permutation.seed)
                 perm = sign_flip_p(
                     np.asarray(pooled),
-                    exact_up_to=max(protocol.analysis.permutation.exactUpTo, EXACT_UP_TO),
+                    exact_up_to=protocol.analysis.exact_up_to(),
                     draws=protocol.analysis.permutation.monteCarloDraws,
                     rng=rng,
                 )
@@ -244,6 +249,7 @@ class WmfAnalysis(Analysis):
                     "medianDifference": float(np.median(pooled)),
                     "meanDifference": float(np.mean(pooled)),
                     "p": perm.p,
+                    "pTests": PAIR_P_TESTS,
                     "alternative": "two-sided",
                     "exact": perm.exact,
                     "draws": perm.draws,
@@ -259,11 +265,11 @@ class WmfAnalysis(Analysis):
             rd = [cells[c][comp]["rd"]["median"] for c in present]
             level = [float(LEVELS[c.split("-", 1)[1]]) for c in present]
             d_trans = [cells[c][comp]["dTrans"]["median"] for c in present]
-            difficulty = [cells[c][comp]["reconBFromScratch"]["median"] for c in present]
+            from_scratch = [cells[c][comp]["reconBFromScratch"]["median"] for c in present]
             correlations[comp] = {
                 "distanceLevel": _spearman(rd, level),
                 "dTrans": _spearman(rd, d_trans),
-                "taskBDifficulty": _spearman(rd, difficulty),
+                "taskBFromScratch": _spearman(rd, from_scratch),
             }
         from cltoolkit.suites.wmf.seedstats import adequacy, fingerprint, seed_analyses
 
@@ -310,9 +316,12 @@ class WmfAnalysis(Analysis):
                 )
         lines += [
             "",
-            "## Declared method pairs (exact paired permutation; Holm over the pooled tests)",
+            "## Declared method pairs (paired sign-flip permutation; Holm over the pooled tests)",
             "",
-            "| pair | metric | pooled n | median diff | p | p (Holm) | per cell: median diff (p, floor) |",
+            f"p: {PAIR_P_TESTS}; the median difference beside it is descriptive.",
+            "",
+            "| pair | metric | pooled n | median diff | p (mean, two-sided) | p (Holm) | per cell: median diff (p, "
+            "floor) |",
             "|---|---|---|---|---|---|---|",
         ]
         for e in summaries.get("methodPairs", []):
@@ -329,12 +338,15 @@ class WmfAnalysis(Analysis):
             "",
             "## Does forgetting follow distance? (Spearman across cells of median RD)",
             "",
-            "| method | labelled level | d_trans | task-B difficulty (from-scratch B reconstruction) |",
+            "| method | labelled level | d_trans | task-B from-scratch reconstruction (not the seed's task-B "
+            "difficulty) |",
             "|---|---|---|---|",
         ]
         for comp, c in summaries.get("spearmanRd", {}).items():
             cols = []
-            for k in ("distanceLevel", "dTrans", "taskBDifficulty"):
+            for k in ("distanceLevel", "dTrans", "taskBFromScratch"):
+                if k not in c:  # a results block written before the rename
+                    k = "taskBDifficulty"
                 rho = c[k]["rho"]
                 exact = str(c[k].get("pMethod") or "").startswith("permutation (exact")
                 p_word = "exact p" if exact else "p (t approximation)" if "pMethod" not in c[k] else "p"

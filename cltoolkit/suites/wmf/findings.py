@@ -190,11 +190,11 @@ def exact_spearman(x: Sequence[float], y: Sequence[float], draws: int = 100_000)
     rho = float((rx * ry).sum() / den)
     if n <= EXACT_UP_TO:
         perms = ry[_orders(n)]
-        kind = f"exact, all {len(perms)} orders"
+        kind = f"exact, all {len(perms)} orders, two-sided"
     else:
         rng = np.random.default_rng(0)
         perms = np.asarray([rng.permutation(ry) for _ in range(draws)])
-        kind = f"Monte Carlo, {draws} orders"
+        kind = f"Monte Carlo, {draws} orders, two-sided"
     null = perms @ rx / den
     p = float(np.mean(np.abs(null) >= abs(rho) - 1e-12))
     return {"rho": rho, "p": p, "n": n, "pKind": kind}
@@ -204,7 +204,8 @@ def _cell_axis(
     values: dict[tuple[str, str], list[dict[str, Any]]], axis_methods: Sequence[str]
 ) -> list[dict[str, Any]]:
     """Per cell (values: (cell, method) -> runs as {field: number}): the median over `axis_methods` of each method's
-    median RD, the median d_trans and task-B difficulty over the cell's runs (WorldModelsBenchmark's distance axis)."""
+    median RD and of each method's median held-out task-B reconstruction after B (task-B difficulty), and the median
+    d_trans over the cell's runs (WorldModelsBenchmark's distance axis: summarize_results.py axis_value)."""
 
     def med(xs: list[Any]) -> float | None:
         xs = [float(v) for v in xs if finite(v)]
@@ -213,6 +214,7 @@ def _cell_axis(
     out = []
     for cell in sorted({c for c, _ in values}, key=_cell_order):
         per_method = [med([r.get("rd") for r in values.get((cell, m), [])]) for m in axis_methods]
+        difficulty = [med([r.get("reconBAfterB") for r in values.get((cell, m), [])]) for m in axis_methods]
         runs = [r for (c, _), rs in values.items() if c == cell for r in rs]
         out.append(
             {
@@ -220,7 +222,7 @@ def _cell_axis(
                 "level": LEVEL_RANK.get(cell.split("-")[-1]),
                 "rd": med(per_method),
                 "dTrans": med([r.get("dTrans") for r in runs]),
-                "taskBDifficulty": med([r.get("reconBAfterB") for r in runs]),
+                "taskBDifficulty": med(difficulty),
             }
         )
     return out
@@ -383,7 +385,7 @@ def rho_calibration(
             sub = table[:, :, pick]  # (field, method, draw, k)
             rd[:, j] = np.nanmedian(np.nanmedian(sub[0][axis], axis=2), axis=0)
             dtrans[:, j] = np.nanmedian(sub[1].transpose(1, 0, 2).reshape(draws, -1), axis=1)
-            diff[:, j] = np.nanmedian(sub[2].transpose(1, 0, 2).reshape(draws, -1), axis=1)
+            diff[:, j] = np.nanmedian(np.nanmedian(sub[2][axis], axis=2), axis=0)
     levels = np.asarray([LEVEL_RANK.get(c.split("-")[-1], 0) for c, _, _ in cells], dtype=float)
     out: dict[str, Any] = {}
     for key, other in (("level", np.broadcast_to(levels, rd.shape)), ("dTrans", dtrans), ("taskBDifficulty", diff)):

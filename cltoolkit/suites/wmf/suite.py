@@ -15,6 +15,7 @@ from cltoolkit.suites.wmf.api import WorldModelMethod
 from cltoolkit.suites.wmf.models import WmfProtocol
 
 if TYPE_CHECKING:
+    from cltoolkit.protocol.models import ClusterPlan
     from cltoolkit.registry import Registries
     from cltoolkit.run.spec import GridPoint, RunOutput, RunSpec
 
@@ -62,6 +63,49 @@ class WmfSuite(Suite):
     def cells(self, protocol: ProtocolBase) -> list[str | None]:
         assert isinstance(protocol, WmfProtocol)
         return list(protocol.cell_ids())
+
+    def derived_clusters(self, protocol: ProtocolBase) -> ClusterPlan | None:
+        """The cells of one seed that share a data set (and so the models trained on it) are one cluster: which ones
+        follows from `data.collectionSeeds` (`by-task`: a task's episodes are the same whatever its role, so a task
+        that is B in one cell and A in the next links them; `by-role` and `seed-stream`: cells with the same task A,
+        or the same task B, share it)."""
+        from cltoolkit.protocol.models import ClusterPlan
+
+        assert isinstance(protocol, WmfProtocol)
+        by_task = protocol.data.collectionSeeds == "by-task"
+        parent = {cell: cell for cell in protocol.cell_ids()}
+
+        def root(cell: str) -> str:
+            while parent[cell] != cell:
+                cell = parent[cell]
+            return cell
+
+        owner: dict[str, str] = {}
+        for family in protocol.families:
+            for level in family.levels:
+                cell = f"{family.id}-{level.id}"
+                for role, task in (("A", level.taskA), ("B", level.taskB)):
+                    key = f"{family.id}|{'' if by_task else role}|{task.model_dump_json()}"
+                    if key in owner:
+                        parent[root(cell)] = root(owner[key])
+                    owner.setdefault(key, cell)
+        groups: dict[str, list[str]] = {}
+        for cell in protocol.cell_ids():
+            groups.setdefault(root(cell), []).append(cell)
+        shared = [g for g in groups.values() if len(g) > 1]
+        if not shared:
+            return None
+        how = "a task's episodes, whatever its role" if by_task else "task A's episodes and model, or task B's episodes"
+        shares = (
+            f"within a seed, cells that share a data set ({how}; collectionSeeds {protocol.data.collectionSeeds!r}) "
+            "and the models trained on it"
+            + (
+                "; not captured: a MiniGrid task that is B at seed s is A at seed s + 1 (the same stream)"
+                if protocol.data.collectionSeeds == "seed-stream"
+                else ""
+            )
+        )
+        return ClusterPlan(by=["seed", "cellGroup"], cellGroups=shared, shares=shares)
 
     def plan(self, protocol: ProtocolBase, stage: str | None) -> list[GridPoint]:
         """comparisons x cells (the stage's, or all) x (stage seeds that the cell declares): control cells run fewer
