@@ -215,11 +215,17 @@ class WmfAnalysis(Analysis):
         for pair in protocol.methodPairs:
             per_cell: dict[str, Any] = {}
             pooled: list[float] = []
+            by_cluster: dict[str, list[float]] = {}
+            unit = protocol.analysis.clusters
             for cell in present:
                 a = numbers_by_seed(by.get((cell, pair.method), []), pair.metric)
                 b = numbers_by_seed(by.get((cell, pair.reference), []), pair.metric)
                 diffs = [a[s] - b[s] for s in sorted(a) if s in b]
                 pooled.extend(diffs)
+                if unit is not None:  # the declared unit of analysis: one pooled value per cluster
+                    for s in sorted(a):
+                        if s in b:
+                            by_cluster.setdefault(unit.cluster_of(s, None, cell), []).append(a[s] - b[s])
                 if diffs:
                     p = sign_flip_p(np.asarray(diffs)).p  # exact: n is the seeds of one cell
                     per_cell[cell] = {
@@ -236,6 +242,8 @@ class WmfAnalysis(Analysis):
                 "perCell": per_cell,
                 "pooled": None,
             }
+            if unit is not None:
+                pooled = [float(np.mean(by_cluster[c])) for c in sorted(by_cluster)]
             if pooled:
                 rng = np.random.default_rng(protocol.analysis.permutation.seed)
                 perm = sign_flip_p(
@@ -246,6 +254,7 @@ class WmfAnalysis(Analysis):
                 )
                 entry["pooled"] = {
                     "n": len(pooled),
+                    "unit": "replicate (cell, seed)" if unit is None else "cluster (declared unit of analysis)",
                     "medianDifference": float(np.median(pooled)),
                     "meanDifference": float(np.mean(pooled)),
                     "p": perm.p,
