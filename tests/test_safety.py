@@ -86,6 +86,19 @@ def test_verify_fails_closed_without_git_unless_told(tmp_path: Path) -> None:
     assert done.returncode == 1 and "git is not installed" in done.stderr
 
 
+def test_a_report_outside_git_says_the_history_was_not_checked(tmp_path: Path) -> None:
+    clone = tmp_path / "copy"
+    for folder in ("protocols", "registry", "runs/ladder-v1"):
+        shutil.copytree(REPO / folder, clone / folder)
+    clt = str(Path(sys.executable).parent / "clt")
+    env = {k: v for k, v in os.environ.items() if k != "CLT_ROOT"}  # the project is the one in `cwd`
+    done = subprocess.run([clt, "report", "-p", "ladder-v1"], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = (clone / "reports" / "ladder-v1" / "report.md").read_text()
+    assert "this project is not a git checkout: the history checks" in page
+    assert "not a git checkout" not in (REPO / "reports" / "ladder-v1" / "report.md").read_text()
+
+
 @pytest.mark.parametrize("target", ["registry/locks/ladder-v1.lock.json", "protocols/ladder-v1.json",
                                     "registry/locks/refrozen.json"])  # fmt: skip
 def test_verify_names_a_link_out_of_the_checkout_in_one_line(tmp_path: Path, target: str) -> None:

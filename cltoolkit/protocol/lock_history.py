@@ -33,6 +33,7 @@ __all__ = [
     "errata_problems",
     "gone_lock_problems",
     "history_problems",
+    "in_git_checkout",
     "refrozen_problems",
     "snapshot_problems",
     "unlocked_problems",
@@ -80,6 +81,11 @@ def _git(root: Path, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
+
+
+def in_git_checkout(folder: Path) -> bool:
+    """Whether `folder` is inside a git checkout (the history checks of `verify` can run there)."""
+    return _git(folder, "rev-parse", "--is-inside-work-tree") is not None
 
 
 def _repo_path(project: Project, path: Path) -> str | None:

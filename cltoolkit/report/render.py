@@ -11,6 +11,7 @@ from cltoolkit._io import atomic_write_text
 from cltoolkit.project import Project
 from cltoolkit.protocol.costs import ResourceCosts
 from cltoolkit.protocol.load import display_path
+from cltoolkit.protocol.lock_history import in_git_checkout
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
@@ -159,6 +160,16 @@ def report_page(
             ),
             Blank(),
             *(Item(f"**WARNING: {line}**", "warning") for line in r.mixedComponentCode),
+            Blank(),
+        ]
+    if not in_git_checkout(loaded.path.parent):
+        blocks += [
+            Paragraph(
+                "**WARNING: this project is not a git checkout: the history checks (every committed record, seal, "
+                "lock, erratum and amendment against earlier commits) could not run; `clt protocol verify "
+                "--without-git` checks hashes and snapshots only.**",
+                "warning",
+            ),
             Blank(),
         ]
     if loaded.warnings:
