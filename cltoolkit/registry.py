@@ -240,16 +240,10 @@ _REGISTRIES: dict[Path | None, Registries] = {}
 
 
 def registries(project_components: Path | None = None, *, plugins: bool = True) -> Registries:
-    """The registries: built-ins, then the project's own components file (by default the current project's,
-    found like `find_project`), then plugins (cached per project)."""
-    if project_components is None:
-        from cltoolkit.errors import CltError
-        from cltoolkit.project import find_project
-
-        try:
-            project_components = find_project().components_file
-        except CltError:
-            project_components = None
+    """The registries: built-ins, then a project's own components file where one is passed, then plugins (cached per
+    project). Nothing is looked up from the working folder or CLT_ROOT: a caller that serves a project passes its
+    `components_file` (the CLI does; a run's job carries it to the worker), and without one only the built-in and
+    plugin components are known."""
     key = project_components.resolve() if project_components else None
     if key in _REGISTRIES:
         return _REGISTRIES[key]

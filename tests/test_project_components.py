@@ -73,3 +73,19 @@ def test_a_component_that_cannot_be_imported_is_one_line(project, cli) -> None:
         assert out.exit_code == 2 and "Traceback" not in out.output, out.output
         assert "cannot import 'nowhere_mod'" in out.output and len(out.output.strip().splitlines()) <= 2, out.output
     shutil.rmtree(project.root / "registry")
+
+
+def test_the_library_finds_no_project_from_the_environment(project, cli, monkeypatch) -> None:
+    """A project's components are known only where its components file is passed: neither CLT_ROOT nor the working
+    folder leads the library to a project (the CLI passes the project it was given)."""
+    (project.root / "registry" / "components.json").write_text(
+        json.dumps({"method": {"scratch.boom": "boom_local:Boom"}})
+    )
+    (project.root / "boom_local.py").write_text(BOOM)
+    monkeypatch.setenv("CLT_ROOT", str(project.root))
+    monkeypatch.chdir(project.root)
+    reset_registries()
+    assert "scratch.boom" not in registries().method.names()
+    assert "scratch.boom" in registries(project.components_file).method.names()
+    listed = cli("list", "method")  # the CLI's project (CLT_ROOT here) is passed explicitly
+    assert listed.exit_code == 0 and "scratch.boom" in listed.output, listed.output

@@ -86,7 +86,7 @@ def _rendering_problems(
     difference (an edited PASS, a deleted file) is named with its first differing line. `rendered`: the reports
     already rendered in this check, by block (the protocol's own block and its stage's `results.json` are equal
     blocks of the same records, and a report is a function of its block and records only)."""
-    from cltoolkit.report.render import render_report
+    from cltoolkit.report.render import render_report, without_environment_lines
 
     try:
         block = Results.model_validate_json(json.dumps(committed))
@@ -103,7 +103,8 @@ def _rendering_problems(
         if not path.is_file():
             problems.append(f"{where}: missing (its results block is committed)")
             continue
-        on_disk = path.read_text(encoding="utf-8")
+        on_disk = without_environment_lines(path.read_text(encoding="utf-8"))
+        text = without_environment_lines(text)
         if on_disk != text:
             line = next(
                 (i for i, (a, b) in enumerate(zip(on_disk.splitlines(), text.splitlines(), strict=False), 1) if a != b),

@@ -350,6 +350,7 @@ def report_protocol(
     is paused throughout (`collection_paused`: the records are many small acyclic objects)."""
     if not dry_run:  # the results block is written into the protocol file: only one inside the project
         project.writable(project.resolve_protocol(ref))
+    regs = registries(project.components_file)
     with collection_paused():
         loaded, results, records = gatekeep(
             project,
@@ -362,7 +363,7 @@ def report_protocol(
         )
         if dry_run:
             return ReportOutcome(
-                results, _reported_document(loaded, results, dry_run), records, loaded.model, False, []
+                results, _reported_document(loaded, results, dry_run, regs), records, loaded.model, False, []
             )
         from cltoolkit.report.forked import Forked
         from cltoolkit.report.render import figure_blocks, report_paths, write_reports
@@ -371,7 +372,7 @@ def report_protocol(
         reports = report_paths(project, loaded.id, results.stage)
         with Forked(lambda: figure_blocks(project, loaded, results, records)) as drawn:
             reported = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in reports]})
-            document = _reported_document(loaded, reported, dry_run)
+            document = _reported_document(loaded, reported, dry_run, regs)
             block_text = dump_json(document["results"], sort_keys=False, row_lists=("perRun",))
             protocol_text = dump_protocol(document)
             write_reports(project, loaded, results, records, drawn.value)
@@ -380,7 +381,7 @@ def report_protocol(
         return ReportOutcome(reported, document, records, loaded.model, True, reports)
 
 
-def _reported_document(loaded: LoadedProtocol, results: Results, dry_run: bool) -> dict[str, Any]:
+def _reported_document(loaded: LoadedProtocol, results: Results, dry_run: bool, regs: Registries) -> dict[str, Any]:
     """The protocol document with `results` and `status` filled in, validated, its hashed content unchanged."""
     document = dict(loaded.document)
     status = dict(document.get("status") or {})
@@ -390,7 +391,7 @@ def _reported_document(loaded: LoadedProtocol, results: Results, dry_run: bool) 
         status["reportedStages"] = list(dict.fromkeys([*(status.get("reportedStages") or []), results.stage]))
     document["status"] = status
     document["results"] = results.model_dump(mode="json")
-    validate_document(document, str(loaded.path), expected_id=loaded.id)
+    validate_document(document, str(loaded.path), regs, expected_id=loaded.id)
     if protocol_hash(document) != protocol_hash(loaded.document):
         raise Refusal("internal check: writing results would change the hashed content; nothing was written")
     return document

@@ -40,7 +40,7 @@ def figures(
     loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
 ) -> dict[str, list[tuple[str, Any]]]:
     """Figures by the section they support: `gates` (intervals, profiles), `suite`, `runs` (matrices, curves);
-    `regs` are the project's registries (default: looked up)."""
+    `regs` are the project's registries (default: the built-in and plugin components only)."""
     regs = regs or registries()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # no pyplot: lighter, and no global figure state

@@ -26,6 +26,31 @@ from cltoolkit.run.record import RunRecord
 __all__ = ["figure_blocks", "markdown_report", "render_report", "report_page", "report_paths", "write_reports"]
 
 
+NO_GIT = (
+    "this project is not a git checkout: the history checks (every committed record, seal, lock, erratum and "
+    "amendment against earlier commits) could not run; `clt protocol verify --without-git` checks hashes and "
+    "snapshots only."
+)
+"""The one line a report rendered outside a git checkout carries: a fact of where it was rendered, not of its results
+block, so `clt report --check` compares reports without it (`without_environment_lines`)."""
+NO_GIT_MARK = NO_GIT.split(";")[0]
+"""The part of `NO_GIT` that reads the same in Markdown and HTML."""
+
+
+def without_environment_lines(text: str) -> str:
+    """A report's text without the lines that depend on where it was rendered (the no-git warning)."""
+    out: list[str] = []
+    skip_blank = False
+    for line in text.splitlines(keepends=True):
+        if NO_GIT_MARK in line:
+            skip_blank = True  # and the blank line that separates it from what follows
+            continue
+        if not (skip_blank and not line.strip()):
+            out.append(line)
+        skip_blank = False
+    return "".join(out)
+
+
 def _verdict(p: Any, r: Results) -> str:
     """One line that answers first: how many confirmatory gates pass, which fail or cannot be evaluated."""
     if not r.gates:
@@ -126,7 +151,8 @@ def _headline(p: Any, r: Results, regs: Registries) -> list[str]:
 def report_page(
     loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
 ) -> Page:
-    """The report as one page model; `regs` are the project's registries (default: looked up)."""
+    """The report as one page model; `regs` are the project's registries (default: the built-in and plugin
+    components only)."""
     regs = regs or registries()
     p = loaded.model
     r = results
@@ -163,15 +189,7 @@ def report_page(
             Blank(),
         ]
     if not in_git_checkout(loaded.path.parent):
-        blocks += [
-            Paragraph(
-                "**WARNING: this project is not a git checkout: the history checks (every committed record, seal, "
-                "lock, erratum and amendment against earlier commits) could not run; `clt protocol verify "
-                "--without-git` checks hashes and snapshots only.**",
-                "warning",
-            ),
-            Blank(),
-        ]
+        blocks += [Paragraph(f"**WARNING: {NO_GIT}**", "warning"), Blank()]
     if loaded.warnings:
         source = display_path(loaded.path) + ": "
         blocks += [
@@ -372,7 +390,8 @@ def _unit_lines(p: ProtocolBase) -> list[str]:
 def markdown_report(
     loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
 ) -> str:
-    """The Markdown report; `regs` are the project's registries (default: looked up)."""
+    """The Markdown report; `regs` are the project's registries (default: the built-in and plugin components
+    only)."""
     return report_page(loaded, results, records, regs).markdown()
 
 
