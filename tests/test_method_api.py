@@ -20,9 +20,9 @@ pytest.importorskip("minigrid")
 
 
 def _block(heading: str) -> str:
-    section = (REPO / "README.md").read_text().split(f"## {heading}\n", 1)[1]
+    section = (REPO / "docs" / "methods.md").read_text().split(f"## {heading}\n", 1)[1]
     found = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert found, f"README section {heading!r} has no command block"
+    assert found, f"docs/methods.md section {heading!r} has no command block"
     return found.group(1)
 
 

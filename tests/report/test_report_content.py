@@ -102,7 +102,7 @@ def test_the_readme_and_status_note_state_the_committed_reproduction_numbers() -
     summary = protocol["results"]["summaries"]["reproduction"]
     inside = summary["insideSeedRange"]
     runs = sum(1 for r in protocol["results"]["perRun"] if r["status"] == "completed")
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "README.md").read_text() + (REPO / "docs" / "wmf-studies.md").read_text()
     note = protocol["status"]["note"]
     assert runs == 45
     assert "COMPLETE, reported" in note
