@@ -298,6 +298,7 @@ def report_page(
 
     lines += [matrix_markdown([x for x in records if x.status.state == "completed"]), "<!-- figures:runs -->", ""]
     lines += [
+        *_amendments_in_full(p),
         "## Every planned run (raw scores)",
         "",
         "| run | comparison | seed | status | scores |",
@@ -401,11 +402,47 @@ def _amendment_lines(p: ProtocolBase) -> list[str]:
     amendments = p.status.codeAmendments if p.status else []
     if not amendments:
         return []
+    compact = len(amendments) > COMPACT_AFTER
     return [
         f"**Code amendments: {len(amendments)} change(s) of the pinned evaluator after this protocol was frozen "
-        "(not pre-registered).** Runs of the amended code are accepted beside runs of the frozen code:",
+        "(not pre-registered).** Runs of the amended code are accepted beside runs of the frozen code"
+        + (
+            " (each one's first sentence; the full texts close the report, 'Code amendments in full'):"
+            if compact
+            else ":"
+        ),
         "",
-        *(f"- {a.on.isoformat()}, `{a.component}` now `{a.sourceSha256[:19]}...`: {a.reason}" for a in amendments),
+        *(
+            f"- {a.on.isoformat()}, `{a.component}` now `{a.sourceSha256[:19]}...`: "
+            + (_first_sentence(a.reason) if compact else a.reason)
+            for a in amendments
+        ),
+        "",
+    ]
+
+
+COMPACT_AFTER = 3
+"""More code amendments than this open the report one line each (their first sentence) and close it in full."""
+
+
+def _first_sentence(text: str, limit: int = 200) -> str:
+    """The first sentence of `text` (or its first `limit` characters), marked when shortened."""
+    end = text.find(". ")
+    head = text if end < 0 else text[: end + 1]
+    if len(head) > limit:
+        return head[:limit].rsplit(" ", 1)[0] + " [...]"
+    return head if head == text else head + " [...]"
+
+
+def _amendments_in_full(p: ProtocolBase) -> list[str]:
+    """The full texts of the code amendments the report opened with in one line each."""
+    amendments = p.status.codeAmendments if p.status else []
+    if len(amendments) <= COMPACT_AFTER:
+        return []
+    return [
+        "## Code amendments in full",
+        "",
+        *(f"- {a.on.isoformat()}, `{a.component}` now `{a.sourceSha256}`: {a.reason}" for a in amendments),
         "",
     ]
 

@@ -3,6 +3,8 @@ failure, and its comparison's gates are never passed on the runs that remain."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cltoolkit.freeze_actions import freeze
@@ -59,3 +61,32 @@ def test_method_diagnostics_are_exported_beside_the_summaries(toy: Project, cli)
     assert exported == {"base": {"penalty": {"runs": 2, "mean": 0.5}}, "cand": {"penalty": {"runs": 2, "mean": 2.5}}}
     table = _diagnostic_lines(with_diag)
     assert table[0] == "## Method diagnostics" and "| cand | penalty | 2 | 2.5 |" in table
+
+
+def test_many_code_amendments_open_the_report_one_line_each_and_close_it_in_full() -> None:
+    import datetime
+
+    from cltoolkit.protocol.models import CodeAmendment, Status
+    from cltoolkit.report.render import COMPACT_AFTER, _amendment_lines, _amendments_in_full
+    from tests.toy_suite import ToyProtocol, toy_protocol
+
+    def protocol_with(amendments: list[CodeAmendment]) -> ToyProtocol:
+        status = Status(stage="reported", updatedOn=datetime.date(2026, 12, 4), codeAmendments=amendments)
+        doc = {**toy_protocol(), "status": status.model_dump(mode="json")}
+        return ToyProtocol.model_validate_json(json.dumps(doc))
+
+    reason = "First sentence of a long reason. " + "More detail. " * 30
+    amendments = [
+        CodeAmendment(
+            on=datetime.date(2026, 12, 4), component="analysis:toy", sourceSha256="sha256:" + "1" * 64, reason=reason
+        )
+    ] * (COMPACT_AFTER + 1)
+    protocol = protocol_with(amendments)
+    top = "\n".join(_amendment_lines(protocol))
+    assert f"Code amendments: {COMPACT_AFTER + 1} change(s)" in top
+    assert top.count("First sentence of a long reason. [...]") == COMPACT_AFTER + 1
+    assert "More detail" not in top
+    end = "\n".join(_amendments_in_full(protocol))
+    assert end.startswith("## Code amendments in full") and end.count(reason) == COMPACT_AFTER + 1
+    protocol = protocol_with(amendments[:COMPACT_AFTER])
+    assert _amendments_in_full(protocol) == [] and reason in "\n".join(_amendment_lines(protocol))
