@@ -181,3 +181,15 @@ def test_a_budget_field_the_suite_does_not_enforce_is_refused(
     write(path, doc)
     out = cli("protocol", "validate", protocol)
     assert out.exit_code == 2 and f"/budget/{field}: the " in out.output and "enforces no" in out.output, out.output
+
+
+def test_a_report_checked_from_another_working_folder_reads_the_project_it_was_given(tmp_path: Path) -> None:
+    clt = str(Path(sys.executable).parent / "clt")
+    env = {k: v for k, v in os.environ.items() if k != "CLT_ROOT"}
+    done = subprocess.run(
+        [clt, "--root", str(REPO), "report", "-p", "ladder-v1", "--check"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "reproduces from 5 records" in done.stdout + done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written where it was run from
