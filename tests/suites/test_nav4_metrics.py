@@ -22,7 +22,7 @@ R = np.array(
         [0.7, 0.4, 0.6],
     ]
 )
-"""Task 0 learned to 0.9, dropped to 0.5, recovered to 0.7; task 1 learned to 0.8, dropped to 0.4; task 2 ends at 0.6."""
+"""Task 0 learned to 0.9, dropped to 0.5, recovered to 0.7; task 1 learned to 0.8, dropped to 0.4; task 2: 0.6."""
 
 
 def test_bwt_is_the_mean_final_minus_immediate_over_the_first_t_minus_1_tasks() -> None:
