@@ -18,7 +18,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, canonical_bytes, protocol_hash
 from cltoolkit.protocol.load import load_json_file
 from cltoolkit.protocol.lock import ComponentPin, Lock, read_lock, snapshot_path
-from cltoolkit.protocol.models import CodeAmendment
+from cltoolkit.protocol.models import SCHEMA_VERSION, CodeAmendment
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
 from cltoolkit.run import provenance
@@ -48,6 +48,7 @@ def freeze(
     regs = registries(project.components_file)
     suite = regs.new_suite(loaded.model.suite)
     problems = [Problem(f"{path}: {p.where}", p.message) for p in _envelope_checks(loaded)]
+    problems += [Problem(f"{path}: {p.where}", p.message) for p in _format_problems(loaded, suite.cells(loaded.model))]
     problems += [Problem(f"{path}: {p.where}", p.message) for p in declared_change_problems(project, loaded.document)]
     problems += [
         Problem(f"{path}: {p.where}" if p.where.startswith("/") else p.where, p.message)
@@ -106,6 +107,24 @@ def _envelope_checks(loaded: LoadedProtocol) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _format_problems(loaded: LoadedProtocol, cells: list[str | None]) -> list[Problem]:
+    """A new freeze of gates that pool replicates over cells or task orders uses the format that declares the unit of
+    analysis (schema 2); format 1 stays valid for the protocols frozen in it."""
+    model = loaded.model
+    orders = max((len(st.orders) for st in model.seeds.stages), default=0)
+    pooled = len([c for c in cells if c is not None]) > 1 or orders > 1
+    if model.schemaVersion >= SCHEMA_VERSION or not model.gates or not pooled:
+        return []
+    return [
+        Problem(
+            "/schemaVersion",
+            f"format {model.schemaVersion} declares no unit of analysis, and these gates pool replicates over cells "
+            f"or task orders that share seeds: a new freeze uses format {SCHEMA_VERSION} with analysis.clusters "
+            "(protocols frozen in format 1 keep it)",
+        )
+    ]
 
 
 def declared_change_problems(project: Project, document: dict[str, Any]) -> list[Problem]:

@@ -128,3 +128,10 @@ def test_clusters_need_schema_2_and_schema_1_documents_validate_as_frozen() -> N
     assert [p.where for p in failed.value.problems] == ["wmf-v4.json: /analysis/clusters"]
     doc["analysis"].pop("clusters")
     validate_document(doc, "wmf-v4.json")  # a frozen schema-1 document with pooled gates stays valid
+
+
+def test_a_new_freeze_of_pooled_gates_in_format_1_is_refused(project, cli) -> None:
+    out = cli("protocol", "freeze", "wmf-lite-v1")  # a format-1 copy, not frozen in this scratch project
+    assert out.exit_code == 1
+    assert "/schemaVersion: format 1 declares no unit of analysis" in out.output
+    assert not project.lock_path("wmf-lite-v1").exists()

@@ -178,6 +178,8 @@ def test_smoke_pilot_freeze_run_report(project, cli) -> None:
     path = project.protocol_path("nav4-v1")
     doc = _tiny(read(path))
     doc["seeds"]["stages"][0]["seeds"] = [0, 1]
+    doc["schemaVersion"] = 2  # a new freeze of gates pooled over task orders declares its unit of analysis
+    doc["analysis"]["clusters"] = {"by": ["seed"], "shares": "a seed's task orders share its streams"}
     write(path, doc)
     out = cli("run", "-p", "nav4-v1", "--pilot", "--methods", "sequential", "--seeds", "0")
     assert out.exit_code == 0 and "PILOT nav4-v1" in out.output, out.output
