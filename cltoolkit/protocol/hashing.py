@@ -10,9 +10,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-import rfc8785
-
 from cltoolkit.errors import InputError
+from cltoolkit.jcs import CanonicalizationError, canonical_json
 
 __all__ = ["CANONICALIZATION", "UNHASHED_KEYS", "canonical_bytes", "hashed_content", "protocol_hash"]
 
@@ -28,8 +27,8 @@ def hashed_content(document: dict[str, Any]) -> dict[str, Any]:
 def canonical_bytes(document: dict[str, Any]) -> bytes:
     """RFC 8785 bytes of the hashed content."""
     try:
-        return rfc8785.dumps(hashed_content(document))
-    except rfc8785.CanonicalizationError as exc:
+        return canonical_json(hashed_content(document))
+    except CanonicalizationError as exc:
         raise InputError(f"cannot canonicalize the document (RFC 8785): {exc}") from None
 
 
