@@ -108,16 +108,19 @@ DECISION_CLASS = {"PASS": "pass", "FAIL": "fail", "NOT EVALUABLE": "ne", "REPORT
 _WARN = ' style="color:#b00020"'
 
 
+_DECISION = re.compile(r"\*\*(PASS|FAIL|NOT EVALUABLE|REPORTED)\*\*")
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_CODE = re.compile(r"`(.+?)`")
+_TAG = re.compile("<[^>]+>")
+
+
 def _inline(text: str) -> str:
     """Markdown inline text as HTML: escaped, decisions coloured, `**bold**` and `` `code` ``."""
     out = html.escape(text)
-    out = re.sub(
-        r"\*\*(PASS|FAIL|NOT EVALUABLE|REPORTED)\*\*",
-        lambda m: f'<b class="{DECISION_CLASS[m.group(1)]}">{m.group(1)}</b>',
-        out,
-    )
-    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+    if "*" in out:
+        out = _DECISION.sub(lambda m: f'<b class="{DECISION_CLASS[m.group(1)]}">{m.group(1)}</b>', out)
+        out = _BOLD.sub(r"<b>\1</b>", out)
+    return _CODE.sub(r"<code>\1</code>", out) if "`" in out else out
 
 
 _WITH_RANGE = re.compile(r"(\S+) (\[[^\[\]]*\])")  # "median [min, max]", "estimate [lo, hi]"
@@ -126,10 +129,11 @@ _WITH_RANGE = re.compile(r"(\S+) (\[[^\[\]]*\])")  # "median [min, max]", "estim
 def _td(cell: str) -> str:
     """A body cell: a value with its range may break between the two, never inside either (a table of many such
     columns then fits the page); other short cells (numbers, p-values, decisions) never wrap."""
-    ranged = _WITH_RANGE.fullmatch(cell)
+    ranged = _WITH_RANGE.fullmatch(cell) if "[" in cell else None
     if ranged:
         return f"<td><span class='n'>{ranged[1]}</span> <span class='n'>{ranged[2]}</span></td>"
-    return f"<td class='n'>{cell}</td>" if len(re.sub("<[^>]+>", "", cell)) <= 24 else f"<td>{cell}</td>"
+    short = len(_TAG.sub("", cell) if "<" in cell else cell) <= 24
+    return f"<td class='n'>{cell}</td>" if short else f"<td>{cell}</td>"
 
 
 def _table_html(table: Table) -> list[str]:
