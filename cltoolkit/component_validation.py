@@ -181,7 +181,7 @@ def _check_registered(
     metric_ids: list[tuple[int, str]],
     regs: Registries,
     source: str,
-    suite: type[Suite],
+    suite: type[Suite[Any]],
 ) -> list[Problem]:
     problems = []
     # built-in methods are named <suite>.<method>: suggest this suite's and those of no known suite (a project's)

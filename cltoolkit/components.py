@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from cltoolkit.errors import Problem
 
@@ -51,7 +51,7 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def method_problems(suite: type[Suite], name: str, method: object) -> list[str]:
+def method_problems(suite: type[Suite[Any]], name: str, method: object) -> list[str]:
     """Why `suite`'s driver cannot run the registered method `name` (empty when it can): it must subclass the
     suite's method interface and ask only for data the suite gives methods."""
     base = suite.method_base
@@ -109,6 +109,18 @@ def value_problems(metrics: dict[str, Any], expected: dict[str, ValueKind]) -> l
     return out
 
 
+def _made_with(component: object, regs: Registries | None) -> Registries:
+    if regs is None:
+        kind = type(component).__name__
+        raise TypeError(f"{kind} was made without registries: make it with Registries.new_suite / new_analysis")
+    return regs
+
+
+ProtocolT = TypeVar("ProtocolT", bound="ProtocolBase")
+"""The protocol model a suite and its analysis take (a suite's `protocol_model`): the loader validates a protocol
+with its suite's model before any suite method sees it, so the methods are typed with it, not re-checked."""
+
+
 class Method(ABC):
     """A method a suite can run. `Params` validates the comparison's `hyperparameters`."""
 
@@ -133,47 +145,52 @@ class Metric(ABC):
     summary: ClassVar[str] = ""
 
 
-class Analysis(ABC):
+class Analysis(ABC, Generic[ProtocolT]):
     """Turns run records into per-replicate values (for gates) and the suite's summaries."""
 
     regs: Registries | None = None
-    """The registries the analysis was made from (`Registries.new_analysis`; None: the default lookup)."""
+    """The registries the analysis was made from (`Registries.new_analysis`)."""
+
+    def project_regs(self) -> Registries:
+        """The registries the analysis was made from: its project's components. An analysis made without them knows
+        no project, and this says so rather than guess one."""
+        return _made_with(self, self.regs)
 
     @abstractmethod
     def replicates(
-        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+        self, protocol: ProtocolT, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
         """Per hypothesis scope (task id or `aggregate`): replicate key -> one number."""
 
     @abstractmethod
-    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
+    def summaries(self, protocol: ProtocolT, records: Sequence[RunRecord]) -> dict[str, Any]:
         """The suite's own summaries for the results block (JSON values)."""
 
-    def expected_values(self, protocol: ProtocolBase, record: RunRecord) -> dict[str, ValueKind]:
+    def expected_values(self, protocol: ProtocolT, record: RunRecord) -> dict[str, ValueKind]:
         """The metrics fields a completed record of this run must hold, with their kinds. By default every declared
         metric, as a finite number or an object of them (per task); suites whose records hold other fields, or whose
         metrics apply to some comparisons only, say so here."""
         return {m.id: NUMBER_OR_MAP for m in protocol.metrics}
 
-    def record_problems(self, protocol: ProtocolBase, record: RunRecord) -> list[str]:
+    def record_problems(self, protocol: ProtocolT, record: RunRecord) -> list[str]:
         """Why a completed record cannot be analysed (one line each, JSON pointers); empty when it can."""
         return value_problems(record.metrics, self.expected_values(protocol, record))
 
-    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+    def report_markdown(self, protocol: ProtocolT, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         """Suite-specific Markdown for the human report."""
         return ""
 
-    def headline(self, protocol: ProtocolBase, summaries: dict[str, Any]) -> list[str]:
+    def headline(self, protocol: ProtocolT, summaries: dict[str, Any]) -> list[str]:
         """Markdown lines for the top of the report, right after the verdict (what a reader must know before any
         number: e.g. which results rest on an under-trained model)."""
         return []
 
-    def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
+    def figures(self, protocol: ProtocolT, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
         """Suite-specific matplotlib figures (title, figure) for the human report."""
         return []
 
 
-class Suite(ABC):
+class Suite(ABC, Generic[ProtocolT]):
     """A family of protocols: its section model, its grid, its driver and its analysis."""
 
     name: ClassVar[str]
@@ -196,17 +213,22 @@ class Suite(ABC):
 
     regs: Registries | None = None
     """The registries the suite was made from (`Registries.new_suite`): its driver resolves methods there, not from
-    the current folder; None means the default lookup."""
+    the current folder."""
 
-    def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
+    def project_regs(self) -> Registries:
+        """The registries the suite was made from: its project's components. A suite made without them knows no
+        project, and this says so rather than guess one."""
+        return _made_with(self, self.regs)
+
+    def check(self, protocol: ProtocolT) -> Iterator[Problem]:
         """Validation beyond the model (registered names, hyperparameters); problems carry JSON pointers."""
         yield from ()
 
-    def freeze_checks(self, protocol: ProtocolBase, document_path: Path) -> Iterable[Problem]:
+    def freeze_checks(self, protocol: ProtocolT, document_path: Path) -> Iterable[Problem]:
         """Safeguard checks run by `clt protocol freeze` (e.g. duplicate layouts across splits)."""
         return ()
 
-    def plan(self, protocol: ProtocolBase, stage: str | None) -> list[GridPoint]:
+    def plan(self, protocol: ProtocolT, stage: str | None) -> list[GridPoint]:
         """The stage's grid: comparisons x stage seeds x stage task orders x cells (the stage's, or all; deterministic
         run ids)."""
         from cltoolkit.run.spec import GridPoint
@@ -230,25 +252,25 @@ class Suite(ABC):
             return None
         return f"suite {self.name!r} has no torch models: --device {device} would change nothing (use cpu or auto)"
 
-    def split_manifest(self, protocol: ProtocolBase) -> dict[str, Any] | None:
+    def split_manifest(self, protocol: ProtocolT) -> dict[str, Any] | None:
         """The realized split manifest written beside the lock at freeze (`registry/locks/<id>.splits.json`)."""
         return None
 
-    def cells(self, protocol: ProtocolBase) -> list[str | None]:
+    def cells(self, protocol: ProtocolT) -> list[str | None]:
         """Grid cells (e.g. family x distance); [None] where the suite has none."""
         return [None]
 
-    def derived_clusters(self, protocol: ProtocolBase) -> ClusterPlan | None:
+    def derived_clusters(self, protocol: ProtocolT) -> ClusterPlan | None:
         """For a protocol that declares no unit of analysis (schema 1), the clusters its design makes: replicates
         that share data, models or random streams. The report tests the gates at that level too, labelled as not
         pre-registered. None: the suite's replicates share nothing."""
         return None
 
-    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+    def execute(self, protocol: ProtocolT, spec: RunSpec, workdir: Path) -> RunOutput:
         """Run one spec (in the worker process) and return its metrics and budget ledger."""
         raise NotImplementedError(f"suite {self.name!r} cannot run yet")
 
-    def tasks(self, protocol: ProtocolBase) -> list[str]:
+    def tasks(self, protocol: ProtocolT) -> list[str]:
         """Task ids, for `each-task` gates."""
         return []
 

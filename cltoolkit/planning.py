@@ -223,9 +223,8 @@ def _pilot_records(project: Project, loaded: LoadedProtocol, pilot_hash: str | N
 
 
 def _values(
-    protocol: ProtocolBase, records: Sequence[RunRecord], gate: Gate, scope: str, regs: Registries | None = None
+    protocol: ProtocolBase, records: Sequence[RunRecord], gate: Gate, scope: str, regs: Registries
 ) -> np.ndarray:
-    regs = regs or registries()
     suite = regs.suite.get(protocol.suite)
     analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
     if analysis is None:

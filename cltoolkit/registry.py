@@ -170,8 +170,8 @@ class Registries:
         return self.by_kind[kind]
 
     @property
-    def suite(self) -> Registry[type[Suite]]:
-        return cast("Registry[type[Suite]]", self.by_kind["suite"])
+    def suite(self) -> Registry[type[Suite[Any]]]:
+        return cast("Registry[type[Suite[Any]]]", self.by_kind["suite"])
 
     @property
     def method(self) -> Registry[type[Method]]:
@@ -182,16 +182,16 @@ class Registries:
         return cast("Registry[type[Metric]]", self.by_kind["metric"])
 
     @property
-    def analysis(self) -> Registry[type[Analysis]]:
-        return cast("Registry[type[Analysis]]", self.by_kind["analysis"])
+    def analysis(self) -> Registry[type[Analysis[Any]]]:
+        return cast("Registry[type[Analysis[Any]]]", self.by_kind["analysis"])
 
-    def new_suite(self, name: str) -> Suite:
+    def new_suite(self, name: str) -> Suite[Any]:
         """The suite `name`, made knowing these registries (its driver resolves methods here, in workers too)."""
         suite = self.suite.get(name)()
         suite.regs = self
         return suite
 
-    def new_analysis(self, name: str) -> Analysis:
+    def new_analysis(self, name: str) -> Analysis[Any]:
         """The analysis `name`, made knowing these registries."""
         analysis = self.analysis.get(name)()
         analysis.regs = self

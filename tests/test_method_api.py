@@ -84,6 +84,7 @@ def _validate(project: Path, method: str, hyperparameters: dict[str, Any]) -> tu
 
 
 PLAIN_METHOD = '''
+from cltoolkit.registry import registries
 from cltoolkit.plugin import Method, Params
 
 
@@ -173,7 +174,7 @@ def test_a_nav4_method_that_updates_the_network_itself_is_a_budget_violation() -
     from cltoolkit.errors import BudgetViolation
     from cltoolkit.suites.nav4.api import Nav4Method
 
-    class SneakyUpdate(Nav4Method):
+    class SneakyUpdate(Nav4Method[Any]):
         """Takes its own optimiser steps on every rollout: compute the suite never counted."""
 
         def observe(self, learner: Any, rollout: Any) -> None:
@@ -192,7 +193,7 @@ def test_a_nav4_memory_takes_suite_rollouts_only_and_counts_what_is_drawn() -> N
     from cltoolkit.errors import DataAccessViolation
     from cltoolkit.suites.nav4.api import Nav4Method, Rollout
 
-    class Keeps(Nav4Method):
+    class Keeps(Nav4Method[Any]):
         def begin_task(self, learner: Any, task: Any) -> None:
             self.memory = learner.new_memory(100)
 
@@ -252,6 +253,7 @@ def test_a_nav4_run_stopped_between_tasks_and_restored_continues_as_if_never_sto
     the same weights, memory and ledger as the uninterrupted run."""
     import numpy as np
 
+    from cltoolkit.registry import registries
     from cltoolkit.suites.nav4.agent import AgentLedger, Learner, VecTasks, state_checksum
     from cltoolkit.suites.nav4.api import TaskEnd, TaskStart
     from cltoolkit.suites.nav4.suite import make_method
@@ -267,7 +269,7 @@ def test_a_nav4_run_stopped_between_tasks_and_restored_continues_as_if_never_sto
         method.end_task(learner, TaskEnd(task, i, i == 1))
 
     def fresh() -> tuple[Learner, Any]:
-        method = make_method("nav4.replay-cloning", hyper)
+        method = make_method("nav4.replay-cloning", hyper, registries())
         return Learner(method.params, 15, 3, AgentLedger(), method), method
 
     straight, m1 = fresh()

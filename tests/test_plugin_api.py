@@ -24,7 +24,7 @@ class BadParams(Params):
     rate: float = 0.1  # no docstring: no description
 
 
-class Good(DynamicsModel):
+class Good(DynamicsModel[GoodParams]):
     suite: ClassVar[str] = "ladder"
     summary: ClassVar[str] = "a good method"
     Params = GoodParams

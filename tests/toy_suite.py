@@ -51,7 +51,7 @@ class ToyScore(Metric):
     higher_is_better: ClassVar[bool] = True
 
 
-class ToyAnalysis(Analysis):
+class ToyAnalysis(Analysis[ToyProtocol]):
     def replicates(
         self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
@@ -68,7 +68,7 @@ class ToyAnalysis(Analysis):
         return {"runs": len(records)}
 
 
-class ToySuite(Suite):
+class ToySuite(Suite[ToyProtocol]):
     name = "toy"
     protocol_model = ToyProtocol
     analysis = "toy"

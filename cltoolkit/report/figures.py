@@ -10,7 +10,7 @@ from typing import Any
 
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
-from cltoolkit.registry import Registries, registries
+from cltoolkit.registry import Registries
 from cltoolkit.run.record import RunRecord
 
 __all__ = ["Figures", "comparison_colors", "figures", "png", "tested_bound"]
@@ -37,11 +37,10 @@ def tested_bound(gate: Any) -> float | None:
 
 
 def figures(
-    loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
+    loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries
 ) -> dict[str, list[tuple[str, Any]]]:
     """Figures by the section they support: `gates` (intervals, profiles), `suite`, `runs` (matrices, curves);
-    `regs` are the project's registries (default: the built-in and plugin components only)."""
-    regs = regs or registries()
+    `regs` are the project's registries."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # no pyplot: lighter, and no global figure state
 

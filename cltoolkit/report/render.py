@@ -148,12 +148,8 @@ def _headline(p: Any, r: Results, regs: Registries) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def report_page(
-    loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
-) -> Page:
-    """The report as one page model; `regs` are the project's registries (default: the built-in and plugin
-    components only)."""
-    regs = regs or registries()
+def report_page(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries) -> Page:
+    """The report as one page model; `regs` are the project's registries."""
     p = loaded.model
     r = results
     blocks: list[Block] = parse_markdown(
@@ -388,11 +384,8 @@ def _unit_lines(p: ProtocolBase) -> list[str]:
     return lines
 
 
-def markdown_report(
-    loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries | None = None
-) -> str:
-    """The Markdown report; `regs` are the project's registries (default: the built-in and plugin components
-    only)."""
+def markdown_report(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries) -> str:
+    """The Markdown report; `regs` are the project's registries."""
     return report_page(loaded, results, records, regs).markdown()
 
 

@@ -141,12 +141,8 @@ def apply_sets(document: dict[str, Any], sets: Sequence[str]) -> dict[str, Any]:
     return doc
 
 
-def plan_runs(
-    loaded: LoadedProtocol, stage: str | None, selection: Selection = Selection(), regs: Registries | None = None
-) -> list[GridPoint]:
-    """The stage's grid points that `selection` keeps; `regs` are the project's registries (default: the built-in
-    and plugin components only)."""
-    regs = regs or registries()
+def plan_runs(loaded: LoadedProtocol, stage: str | None, selection: Selection, regs: Registries) -> list[GridPoint]:
+    """The stage's grid points that `selection` keeps; `regs` are the project's registries."""
     suite = regs.new_suite(loaded.model.suite)
     return [p for p in suite.plan(loaded.model, stage) if selection.keep(p)]
 

@@ -8,6 +8,8 @@ record failing one of these is refused by name: never counted as missing, never 
 
 from __future__ import annotations
 
+from typing import Any
+
 from cltoolkit.components import Analysis, Suite
 from cltoolkit.errors import Refusal
 from cltoolkit.protocol.models import ProtocolBase
@@ -18,7 +20,7 @@ from cltoolkit.run.store import StoreScan
 __all__ = ["planned_points", "record_problems", "refuse_untrusted"]
 
 
-def planned_points(suite: Suite, protocol: ProtocolBase) -> dict[str, GridPoint]:
+def planned_points(suite: Suite[Any], protocol: ProtocolBase) -> dict[str, GridPoint]:
     """Every run any non-pilot stage of the protocol plans, by run id (pilot runs live in the pilot store)."""
     out: dict[str, GridPoint] = {}
     for stage in protocol.seeds.stages:
@@ -33,7 +35,7 @@ def record_problems(
     protocol: ProtocolBase,
     sha256: str,
     planned: dict[str, GridPoint],
-    analysis: Analysis | None,
+    analysis: Analysis[Any] | None,
 ) -> list[str]:
     """Why `record` cannot be used for this protocol's results (empty when it can)."""
     problems = []
@@ -75,7 +77,7 @@ def refuse_untrusted(
     protocol: ProtocolBase,
     sha256: str,
     planned: dict[str, GridPoint],
-    analysis: Analysis | None,
+    analysis: Analysis[Any] | None,
 ) -> None:
     """Refuse (exit 1) while the store holds any record that cannot be used, naming each run and what is wrong."""
     lines = [f"{name}: {why}" for name, why in sorted(scan.corrupt.items())]

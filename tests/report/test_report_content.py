@@ -33,10 +33,12 @@ def test_the_tested_bound_is_drawn_where_it_is_tested(test: str, comparator: str
 
 def test_ladder_rungs_are_means_over_seeds() -> None:
     from cltoolkit.component_validation import load_protocol
+    from cltoolkit.registry import registries
     from cltoolkit.run.record import read_record
-    from cltoolkit.suites.ladder.analysis import LadderAnalysis
+    from cltoolkit.suites.ladder.models import LadderProtocol
 
     protocol = load_protocol(REPO / "protocols" / "ladder-v1.json").model
+    assert isinstance(protocol, LadderProtocol)
     records = [read_record(p) for p in sorted((REPO / "runs" / "ladder-v1").glob("*/record.json"))]
     metric = "ladder.tracking-mae-v1"
     more = []
@@ -45,7 +47,7 @@ def test_ladder_rungs_are_means_over_seeds() -> None:
             metrics = {**rec.metrics, metric: float(rec.metrics[metric]) * (1 + seed)}  # type: ignore[arg-type]
             spec = rec.spec.model_copy(update={"seed": seed})
             more.append(rec.model_copy(update={"metrics": metrics, "spec": spec}))
-    control = LadderAnalysis().summaries(protocol, records + more)["rungs"]["control"]
+    control = registries().new_analysis("ladder").summaries(protocol, records + more)["rungs"]["control"]
     for rec in records:
         if rec.spec.comparison in control["values"]:
             base = float(rec.metrics[metric])  # type: ignore[arg-type]

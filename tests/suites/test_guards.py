@@ -14,6 +14,7 @@ import pytest
 
 from cltoolkit.errors import BudgetViolation, NonFiniteValue
 from cltoolkit.plugin import nav4, wmf
+from cltoolkit.registry import registries
 from cltoolkit.suites.nav4.methods import Sequential, UniformReplay
 from cltoolkit.suites.wmf.methods import Finetuning
 
@@ -41,7 +42,7 @@ def _nav4_doc(**budget: Any) -> dict[str, Any]:
     return doc
 
 
-def _nav4_run(tmp_path: Path, method: nav4.Nav4Method, **budget: Any) -> dict[str, Any]:
+def _nav4_run(tmp_path: Path, method: nav4.Nav4Method[Any], **budget: Any) -> dict[str, Any]:
     from cltoolkit.suites.nav4.driver import run
     from cltoolkit.suites.nav4.models import Nav4Protocol
 
@@ -51,14 +52,14 @@ def _nav4_run(tmp_path: Path, method: nav4.Nav4Method, **budget: Any) -> dict[st
     return run(protocol, method, 0, protocol.seeds.taskOrders[0].id, workdir)
 
 
-def _params(cls: type[nav4.Nav4Method], **extra: Any) -> dict[str, Any]:
+def _params(cls: type[nav4.Nav4Method[Any]], **extra: Any) -> dict[str, Any]:
     doc = _nav4_doc()
     hyper = dict(doc["comparisons"][1 if issubclass(cls, UniformReplay) else 0]["hyperparameters"])
     hyper.update(extra)
     return hyper
 
 
-def _make(cls: type[nav4.Nav4Method], **extra: Any) -> nav4.Nav4Method:
+def _make(cls: type[nav4.Nav4Method[Any]], **extra: Any) -> nav4.Nav4Method[Any]:
     hyper = _params(cls, **extra)
     assert cls.Params is not None
     return cls(params=cls.Params.model_validate(hyper), hyperparameters=hyper, name="user.method")
@@ -338,7 +339,7 @@ class Interrupted(RuntimeError):
     pass
 
 
-def _interrupting(base: type[nav4.Nav4Method], marker: Path) -> type[nav4.Nav4Method]:
+def _interrupting(base: type[nav4.Nav4Method[Any]], marker: Path) -> type[nav4.Nav4Method[Any]]:
     class Once(base):  # type: ignore[valid-type,misc]
         def end_task(self, learner: Any, task: nav4.TaskEnd) -> None:
             super().end_task(learner, task)
@@ -357,8 +358,8 @@ def test_nav4_an_interrupted_run_resumes_from_its_last_task_boundary_with_the_sa
 
     agent = dict(_nav4_doc()["comparisons"][0]["hyperparameters"])
     hyper = {**agent, **({"strength": 0.1} if name == "nav4.si" else {})}
-    whole = _nav4_run(tmp_path / "whole", make_method(name, hyper))
-    base = type(make_method(name, hyper))
+    whole = _nav4_run(tmp_path / "whole", make_method(name, hyper, registries()))
+    base = type(make_method(name, hyper, registries()))
     cls = _interrupting(base, tmp_path / "stopped")
     assert cls.Params is not None
     params = cls.Params.model_validate(hyper)

@@ -132,9 +132,9 @@ def test_shipped_results_reproduce(tmp_path: Path) -> None:
 
 def test_non_finite_model_blames_the_method(monkeypatch: pytest.MonkeyPatch) -> None:
     """A method whose fit returns NaN is named as the cause; an unstable but finite fit is called unstable."""
+    from cltoolkit.registry import registries
     from cltoolkit.run.spec import RunSpec
     from cltoolkit.suites.ladder.methods import Linear
-    from cltoolkit.suites.ladder.suite import LadderSuite
 
     monkeypatch.setattr(
         Linear, "build", classmethod(lambda cls, params, protocol, rng: LinearModel(float("nan"), 0.5, 0))
@@ -142,7 +142,7 @@ def test_non_finite_model_blames_the_method(monkeypatch: pytest.MonkeyPatch) -> 
     comparison = next(c for c in PROTOCOL.comparisons if c.method == "ladder.linear")
     spec = RunSpec("ladder-v1", "0" * 64, False, "main", comparison.id, comparison.method, 0)
     with pytest.raises(ValueError, match=r"^method 'ladder.linear' built a model with non-finite coefficients"):
-        LadderSuite().execute(PROTOCOL, spec, Path("."))
+        registries().new_suite("ladder").execute(PROTOCOL, spec, Path("."))
     with pytest.raises(ValueError, match=r"leaves float range within \d+ steps \(\|a\| = 1e\+03\): an unstable fit"):
         rungs.rollout(LinearModel(1000.0, 1.0, 0.0), PROTOCOL)
 

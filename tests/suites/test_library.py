@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cltoolkit.registry import registries
 from cltoolkit.suites.library import core
 from tests.suites.test_guards import _nav4_doc, _nav4_run, _wmf_protocol, _wmf_run
 
@@ -153,7 +154,7 @@ def test_library_methods_run_in_a_nav4_pilot(tmp_path: Path, name: str) -> None:
     from cltoolkit.suites.nav4.suite import make_method
 
     agent = dict(_nav4_doc()["comparisons"][0]["hyperparameters"])
-    method = make_method(name, {**agent, **NAV4_FIELDS[name]})
+    method = make_method(name, {**agent, **NAV4_FIELDS[name]}, registries())
     out = _nav4_run(tmp_path, method)
     samples = out["budget"]["samples"]
     assert samples["other"] == 0

@@ -14,6 +14,7 @@ pytest.importorskip("torch")
 
 import gymnasium as gym
 
+from cltoolkit.registry import registries
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, TASKS, Nav4Env, fingerprint, grid_planes, solution
 from cltoolkit.suites.nav4.methods import UniformReplay
 from cltoolkit.suites.nav4.models import Nav4Protocol
@@ -102,7 +103,7 @@ def test_evaluation_cannot_change_the_agent() -> None:
     from cltoolkit.suites.nav4.suite import make_method
 
     doc = read(REPO / "protocols" / "nav4-v1.json")
-    method = make_method("nav4.replay-cloning", doc["comparisons"][2]["hyperparameters"])
+    method = make_method("nav4.replay-cloning", doc["comparisons"][2]["hyperparameters"], registries())
     agent = Learner(method.params, 15, 0, AgentLedger(), method)
     method.begin_task(agent, TaskStart("goal", 0, ("goal",), 0))
     assert agent.memory is not None
@@ -263,11 +264,13 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
 
     v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json").model)
     comp = v2.comparison("candidate")
-    method = cast(UniformReplay, make_method(comp.method, comp.hyperparameters))
+    method = cast(UniformReplay, make_method(comp.method, comp.hyperparameters, registries()))
     assert method.params.cloneFrom == "completed-phases"
     canvas = 2 * v2.environment.gridSize - 3
     agent = Learner(method.params, canvas, 0, AgentLedger(), method)
-    v1_method = cast(UniformReplay, make_method(comp.method, {**comp.hyperparameters, "cloneFrom": "all-memory"}))
+    v1_method = cast(
+        UniformReplay, make_method(comp.method, {**comp.hyperparameters, "cloneFrom": "all-memory"}, registries())
+    )
     n = 6
     batch = {
         "obs": torch.zeros((n, len(CHANNELS), canvas, canvas)),

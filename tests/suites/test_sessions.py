@@ -12,11 +12,11 @@ import pytest
 
 from cltoolkit.component_validation import load_protocol, validate_document
 from cltoolkit.errors import ValidationFailed
+from cltoolkit.registry import registries
 from cltoolkit.run.spec import RunSpec
 from cltoolkit.suites.sessions.data import simulate
 from cltoolkit.suites.sessions.methods import Affine, KNearest, KNearestParams
 from cltoolkit.suites.sessions.models import SessionsProtocol
-from cltoolkit.suites.sessions.suite import SessionsSuite
 from tests.conftest import REPO, read
 
 PROTOCOL = cast(SessionsProtocol, load_protocol(REPO / "protocols" / "sessions-v1.json").model)
@@ -67,7 +67,7 @@ def test_knn_standardization_is_fitted_on_training_rows_only() -> None:
 
 
 def test_both_methods_see_identical_data_and_rows(tmp_path: Path) -> None:
-    suite = SessionsSuite()
+    suite = registries().new_suite("sessions")
     a = suite.execute(PROTOCOL, _spec("affine", 7), tmp_path)
     k = suite.execute(PROTOCOL, _spec("knn", 7), tmp_path)
     assert a.metrics["sessionEffects"] == k.metrics["sessionEffects"]

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from cltoolkit.components import NUMBER, Analysis, ValueKind
-from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.suites.ladder.models import LadderProtocol
@@ -45,24 +44,22 @@ def _metric_ids(p: LadderProtocol) -> dict[str, str]:
     }
 
 
-class LadderAnalysis(Analysis):
+class LadderAnalysis(Analysis[LadderProtocol]):
     """Per rung: raw values, ranks among candidates, the favoured model; diagnostics shown apart."""
 
-    def expected_values(self, protocol: ProtocolBase, record: RunRecord) -> dict[str, ValueKind]:
+    def expected_values(self, protocol: LadderProtocol, record: RunRecord) -> dict[str, ValueKind]:
         """Every run is scored on control and transfer; a model (not a controls-only diagnostic) also on the
         one-step, rollout and intervention rungs, with its raw rung results beside them."""
-        from cltoolkit.registry import registries
 
-        assert isinstance(protocol, LadderProtocol)
         ids = _metric_ids(protocol)
         out = {ids["control"]: NUMBER, ids["transfer"]: NUMBER}
-        method = (self.regs or registries()).method.get(protocol.comparison(record.spec.comparison).method)
+        method = self.project_regs().method.get(protocol.comparison(record.spec.comparison).method)
         if not getattr(method, "controls_only", False):
             out |= {ids["oneStep"]: NUMBER, ids["rollout"]: NUMBER, ids["intervention"]: NUMBER}
         return out
 
     def replicates(
-        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+        self, protocol: LadderProtocol, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
         out: dict[str, float] = {}
         for rec in records:
@@ -72,8 +69,7 @@ class LadderAnalysis(Analysis):
                     out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = float(value)
         return {"aggregate": out}
 
-    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
-        assert isinstance(protocol, LadderProtocol)
+    def summaries(self, protocol: LadderProtocol, records: Sequence[RunRecord]) -> dict[str, Any]:
         runs: dict[str, list[RunRecord]] = {}
         for rec in sorted(records, key=lambda r: r.spec.seed):
             runs.setdefault(rec.spec.comparison, []).append(rec)
@@ -144,7 +140,7 @@ class LadderAnalysis(Analysis):
                 out[f"{a}-{b}"] = float(d.std(ddof=1) / np.sqrt(d.size))
         return out
 
-    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+    def report_markdown(self, protocol: LadderProtocol, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         rungs = summaries["rungs"]
         comps = list(rungs["oneStep"]["values"])
         seeds = summaries.get("seeds", {})
@@ -203,13 +199,12 @@ class LadderAnalysis(Analysis):
             )
         return "\n".join(lines) + "\n"
 
-    def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
+    def figures(self, protocol: LadderProtocol, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        assert isinstance(protocol, LadderProtocol)
         figs = []
         colors = {c.id: f"C{i % 10}" for i, c in enumerate(protocol.comparisons)}  # as every other figure of the report
         ordered = sorted(records, key=lambda r: (r.spec.comparison, r.spec.seed))

@@ -6,7 +6,7 @@ learned model (least squares here) fits the same interface as a declared one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 import numpy as np
 from pydantic import Field
@@ -17,6 +17,9 @@ from cltoolkit.suites.ladder.sampling import sample_transitions
 
 if TYPE_CHECKING:
     from cltoolkit.suites.ladder.models import LadderProtocol
+
+ParamsT = TypeVar("ParamsT", bound="Strict | None")
+"""A method's hyperparameter model (`Params`), or None for a method without hyperparameters."""
 
 __all__ = ["DynamicsModel", "LeastSquares", "Linear", "LinearModel", "OracleController", "ZeroAction"]
 
@@ -35,7 +38,7 @@ class LinearModel:
         return {"a": self.a, "b": self.b, "c": self.c}
 
 
-class DynamicsModel(Method):
+class DynamicsModel(Method, Generic[ParamsT]):
     """A ladder method: builds a predictive model, or (for diagnostics) a fixed controller."""
 
     suite: ClassVar[str] = "ladder"
@@ -45,7 +48,7 @@ class DynamicsModel(Method):
     """The controller acts 0 at every step (the closed-loop rung skips the model-based controller)."""
 
     @classmethod
-    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel | None:
+    def build(cls, params: ParamsT, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel | None:
         """The model (None for a controller that does not use one)."""
         raise NotImplementedError
 
@@ -66,15 +69,14 @@ class LinearParams(Strict):
     """Previous-action coefficient."""
 
 
-class Linear(DynamicsModel):
+class Linear(DynamicsModel[LinearParams]):
     """A declared linear model `s' = a s + b u + c u_prev`."""
 
     Params = LinearParams
     summary = "declared linear model s' = a s + b u + c u_prev"
 
     @classmethod
-    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel:
-        assert isinstance(params, LinearParams)
+    def build(cls, params: LinearParams, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel:
         return LinearModel(params.a, params.b, params.c)
 
 
@@ -89,15 +91,14 @@ class LeastSquaresParams(Strict):
     """Whether the model has a previous-action term."""
 
 
-class LeastSquares(DynamicsModel):
+class LeastSquares(DynamicsModel[LeastSquaresParams]):
     """A linear model fitted by ordinary least squares on its own sample of true transitions."""
 
     Params = LeastSquaresParams
     summary = "least-squares fit on its own sample of the true system"
 
     @classmethod
-    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel:
-        assert isinstance(params, LeastSquaresParams)
+    def build(cls, params: LeastSquaresParams, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel:
         sample = sample_transitions(protocol, params.transitions, np.random.default_rng(params.seed))
         columns = [sample.s, sample.u] + ([sample.u_prev] if params.usePrevAction else [])
         coef, *_ = np.linalg.lstsq(np.stack(columns, axis=1), sample.s_next, rcond=None)
@@ -105,18 +106,18 @@ class LeastSquares(DynamicsModel):
         return LinearModel(float(coef[0]), float(coef[1]), c)
 
 
-class OracleController(DynamicsModel):
+class OracleController(DynamicsModel[None]):
     """Diagnostic (privileged): one-step MPC with the true coefficients of whichever system it runs in."""
 
     controls_only = True
     summary = "oracle one-step controller with the true coefficients (privileged diagnostic)"
 
     @classmethod
-    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> None:
+    def build(cls, params: None, protocol: LadderProtocol, rng: np.random.Generator) -> None:
         return None
 
 
-class ZeroAction(DynamicsModel):
+class ZeroAction(DynamicsModel[None]):
     """Diagnostic (trivial): always acts 0, showing the value of control."""
 
     controls_only = True
@@ -124,5 +125,5 @@ class ZeroAction(DynamicsModel):
     summary = "zero action (trivial diagnostic)"
 
     @classmethod
-    def build(cls, params: Strict | None, protocol: LadderProtocol, rng: np.random.Generator) -> None:
+    def build(cls, params: None, protocol: LadderProtocol, rng: np.random.Generator) -> None:
         return None

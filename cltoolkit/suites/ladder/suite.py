@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
-from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.suites.ladder.methods import DynamicsModel
 from cltoolkit.suites.ladder.models import LadderProtocol
 
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["LadderSuite"]
 
 
-class LadderSuite(Suite):
+class LadderSuite(Suite[LadderProtocol]):
     """The world-model evaluation ladder."""
 
     name = "ladder"
@@ -27,8 +26,7 @@ class LadderSuite(Suite):
     analysis = "ladder"
     summary = "world-model evaluation ladder on a scalar linear system"
 
-    def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
-        assert isinstance(protocol, LadderProtocol)
+    def check(self, protocol: LadderProtocol) -> Iterator[Problem]:
         declared = {m.id for m in protocol.metrics}
         rungs = protocol.rungs
         for pointer, metric in (
@@ -41,17 +39,15 @@ class LadderSuite(Suite):
             if metric not in declared:
                 yield Problem(pointer, f"metric {metric!r} is not among the protocol's metrics")
 
-    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+    def execute(self, protocol: LadderProtocol, spec: RunSpec, workdir: Path) -> RunOutput:
         """Evaluate one comparison on every rung it takes part in."""
         import numpy as np
 
-        from cltoolkit.registry import registries
         from cltoolkit.run.spec import RunOutput
         from cltoolkit.suites.ladder import rungs
 
-        assert isinstance(protocol, LadderProtocol)
         comp = protocol.comparison(spec.comparison)
-        method = (self.regs or registries()).method.get(comp.method)
+        method = self.project_regs().method.get(comp.method)
         if not issubclass(method, DynamicsModel):  # refused at validation; a library caller may skip it
             raise TypeError(f"method {comp.method!r} is not a ladder DynamicsModel")
         params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cltoolkit.suites.library import core
-from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Nav4TaskEnd, Nav4TaskStart, Rollout
+from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Nav4TaskEnd, Nav4TaskStart, ParamsT, Rollout
 from cltoolkit.suites.nav4.methods import AgentParams
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class Nav4LwfParams(AgentParams, core.LwfFields):
     """The PPO learner's fields and LwF's."""
 
 
-class _Nav4Library(Nav4Method):
+class _Nav4Library(Nav4Method[ParamsT]):
     """The library's nav4 methods keep their algorithm's state in `algo`; it round-trips with the checkpoints the
     driver writes at task boundaries."""
 
@@ -62,7 +62,7 @@ class _Nav4Library(Nav4Method):
         return self.algo.diagnostics()
 
 
-class _Nav4Importance(_Nav4Library):
+class _Nav4Importance(_Nav4Library[ParamsT]):
     """A penalty weighted by importances computed at a task's end from samples of the phase's last rollouts, which
     the method keeps (its own copies: used outside the updates, so their passes are its bookkeeping)."""
 
@@ -88,7 +88,7 @@ class _Nav4Importance(_Nav4Library):
         return self.algo.penalty(learner.net.named_parameters)
 
 
-class Nav4OnlineEWC(_Nav4Importance):
+class Nav4OnlineEWC(_Nav4Importance[Nav4EwcParams]):
     """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the PPO loss on samples of
     the phase's last `fisherBatches` rollouts (each rollout's every `minibatches`-th sample), merged into a running
     Fisher at each task's end."""
@@ -108,7 +108,7 @@ class Nav4OnlineEWC(_Nav4Importance):
         self.algo.end_task(learner.net.named_parameters, batches, learner.policy_loss)
 
 
-class Nav4SI(_Nav4Library):
+class Nav4SI(_Nav4Library[Nav4SiParams]):
     """Synaptic Intelligence (Zenke et al. 2017) on the step hooks: the path integral of the gradient read after
     backward (the PPO loss plus the penalty, before clipping) times each step's parameter change."""
 
@@ -135,7 +135,7 @@ class Nav4SI(_Nav4Library):
         return self.algo.penalty(learner.net.named_parameters)
 
 
-class Nav4L2(_Nav4Library):
+class Nav4L2(_Nav4Library[Nav4L2Params]):
     """An L2 pull towards the parameters at the end of the previous task (the unweighted baseline)."""
 
     Params = Nav4L2Params
@@ -152,7 +152,7 @@ class Nav4L2(_Nav4Library):
         return self.algo.penalty(learner.net.named_parameters)
 
 
-class Nav4AGEM(_Nav4Library):
+class Nav4AGEM(_Nav4Library[Nav4AgemParams]):
     """A-GEM (Chaudhry et al. 2019) on the after-backward hook: every training rollout goes to the suite's reservoir
     memory; each step's gradient is projected against the PPO loss's gradient on `referenceSamples` samples drawn
     from it (counted as replayed samples, so the step counts partly as a replay update)."""
@@ -194,7 +194,7 @@ def _keep(kept: list[dict[str, Any]], rollout: Rollout, every: int, last: int) -
     del kept[:-last]
 
 
-class Nav4MAS(_Nav4Importance):
+class Nav4MAS(_Nav4Importance[Nav4MasParams]):
     """Memory Aware Synapses (Aljundi et al. 2018): importance from the gradient of the squared norm of the policy's
     logits on samples of the phase's last `importanceBatches` rollouts, summed over tasks."""
 
@@ -213,7 +213,7 @@ class Nav4MAS(_Nav4Importance):
         self.algo.end_task(learner.net.named_parameters, batches, lambda b: learner.net(b["obs"])[0])
 
 
-class Nav4LwF(Nav4Method):
+class Nav4LwF(Nav4Method[Nav4LwfParams]):
     """Learning without Forgetting (Li & Hoiem 2016): a frozen copy of the network at each task's end; every
     minibatch adds the temperature-softened KL from the copy's action distribution to the network's, on the
     minibatch's own observations (the copy's passes are the method's, without gradients)."""

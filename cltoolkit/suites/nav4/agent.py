@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -30,6 +30,9 @@ from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, Nav4Env
 from cltoolkit.suites.nav4.memory import SLOTS, Reservoir
 from cltoolkit.suites.nav4.net import Net
 from cltoolkit.suites.step import Step
+
+if TYPE_CHECKING:
+    from cltoolkit.suites.nav4.methods import AgentParams
 
 __all__ = ["AgentLedger", "Learner", "Limits", "Net", "Reservoir", "VecTasks", "evaluate", "state_checksum"]
 
@@ -166,11 +169,11 @@ class Learner:
     """The suite's PPO learner (clipped surrogate, GAE, entropy bonus) on the method's network, with the method's
     hooks: `observe` on every rollout, `extra_loss` on every minibatch."""
 
-    params: Any
+    params: AgentParams
     canvas: int
     seed: int
     ledger: AgentLedger
-    method: Nav4Method
+    method: Nav4Method[Any]
     device: str = "cpu"
     """Torch device of the network (initialised on the CPU, then moved: every device starts from one init)."""
     task: int = field(init=False, default=0)

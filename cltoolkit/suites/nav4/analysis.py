@@ -7,12 +7,11 @@ retention metrics are undefined (left out, never filled with zeros)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from cltoolkit.components import NUMBER, NUMBER_MAP, Analysis, ValueKind, value_problems
-from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.stats.paired import t_interval
@@ -69,8 +68,8 @@ def matrix_value(tasks: list[str], phases: list[str], r: np.ndarray, metric: str
     return None
 
 
-class Nav4Analysis(Analysis):
-    def record_problems(self, protocol: ProtocolBase, record: RunRecord) -> list[str]:
+class Nav4Analysis(Analysis[Nav4Protocol]):
+    def record_problems(self, protocol: Nav4Protocol, record: RunRecord) -> list[str]:
         """The success matrix must be a phases x tasks table of finite numbers; each metric it defines for this
         run (immediate success per task; the rest where the matrix has more than one phase) must be recorded."""
         sm: Any = record.metrics.get("successMatrix")
@@ -91,7 +90,7 @@ class Nav4Analysis(Analysis):
         return value_problems(record.metrics, expected)
 
     def replicates(
-        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+        self, protocol: Nav4Protocol, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
         out: dict[str, float] = {}
         for rec in records:
@@ -102,7 +101,7 @@ class Nav4Analysis(Analysis):
                 out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = value
         return {scope: out}
 
-    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
+    def summaries(self, protocol: Nav4Protocol, records: Sequence[RunRecord]) -> dict[str, Any]:
         comps: dict[str, Any] = {}
         for comp in protocol.comparisons:
             with_matrix = sorted(
@@ -138,7 +137,7 @@ class Nav4Analysis(Analysis):
                 "memory": None if with_memory is None else with_memory.metrics["memory"],
                 "memoryRun": None if with_memory is None else with_memory.runId,
                 "trainingSeconds": [r.metrics.get("trainingSeconds") for r in recs],
-                "evaluationPolicy": cast(Nav4Protocol, protocol).evaluation.policy,
+                "evaluationPolicy": protocol.evaluation.policy,
             }
         return {
             "comparisons": comps,
@@ -146,7 +145,7 @@ class Nav4Analysis(Analysis):
             "references (joint, specialists) have other data-access assumptions and are reported apart.",
         }
 
-    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+    def report_markdown(self, protocol: Nav4Protocol, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         comps = summaries.get("comparisons", {})
         if not comps:
             return ""
@@ -283,7 +282,7 @@ def _by_position_table(comps: dict[str, Any]) -> list[str]:
     ]
 
 
-def _new_task_reading(protocol: ProtocolBase, comps: dict[str, Any]) -> list[str]:
+def _new_task_reading(protocol: Nav4Protocol, comps: dict[str, Any]) -> list[str]:
     """In words, where each failing task of an each-task immediate-success gate comes from: its value per task
     order, and whether the task is the first one there, beside the other comparisons' values in that position."""
     out = []

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from cltoolkit.components import Method
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from cltoolkit.suites.nav4.agent import Learner
+    from cltoolkit.suites.nav4.methods import AgentParams
     from cltoolkit.suites.step import Step
 
 __all__ = [
@@ -139,8 +140,12 @@ Minibatch = Nav4Minibatch
 because wmf's hook types of the same short names are other classes (one class per name in the package)."""
 
 
+ParamsT = TypeVar("ParamsT", bound="AgentParams")
+"""A method's `Params`: the PPO learner's fields (`Nav4AgentParams`) and the method's own."""
+
+
 @dataclass
-class Nav4Method(Method):
+class Nav4Method(Method, Generic[ParamsT]):
     """Base of every nav4 method (see the module docstring). Its `Params` must subclass
     `cltoolkit.plugin.Nav4AgentParams` (the suite's PPO learner reads those fields)."""
 
@@ -148,8 +153,9 @@ class Nav4Method(Method):
     regime: ClassVar[Literal["sequential", "joint", "specialists"]] = "sequential"
     """The data access the method is evaluated under (`joint` and `specialists` are references)."""
 
-    params: Any = None
-    """The comparison's validated hyperparameters (an instance of `Params`)."""
+    params: ParamsT
+    """The comparison's validated hyperparameters (an instance of `Params`, typed by the class's parameter:
+    `class Mine(Nav4Method[MineParams])`)."""
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""
 

@@ -41,7 +41,7 @@ def _memory_summary(memory: Any, tasks: list[str]) -> dict[str, Any] | None:
     }
 
 
-def _identity(protocol: Nav4Protocol, method: Nav4Method, seed: int, order: str | None) -> str:
+def _identity(protocol: Nav4Protocol, method: Nav4Method[Any], seed: int, order: str | None) -> str:
     """What a checkpoint must match to be resumed: the protocol's content, the method and its hyperparameters, the
     seed and the order."""
     import hashlib
@@ -52,7 +52,7 @@ def _identity(protocol: Nav4Protocol, method: Nav4Method, seed: int, order: str 
 
 
 def run(
-    protocol: Nav4Protocol, method: Nav4Method, seed: int, order: str | None, workdir: Path, device: str = "cpu"
+    protocol: Nav4Protocol, method: Nav4Method[Any], seed: int, order: str | None, workdir: Path, device: str = "cpu"
 ) -> dict[str, Any]:
     """One run of `method` (its hooks only: `api.py`) under its declared regime."""
     import torch

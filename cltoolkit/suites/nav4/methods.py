@@ -89,14 +89,14 @@ class Nav4ReplayParams(AgentParams):
     phases already completed, so that the phase in progress is never cloned towards its own early behaviour."""
 
 
-class Sequential(Nav4Method):
+class Sequential(Nav4Method[AgentParams]):
     """Sequential training without replay: the forgetting baseline."""
 
     Params = AgentParams
     summary = "sequential PPO, no replay (forgetting baseline)"
 
 
-class UniformReplay(Nav4Method):
+class UniformReplay(Nav4Method[Nav4ReplayParams]):
     """Fixed-capacity uniform (reservoir) replay over all tasks seen: every training rollout is offered to the
     memory; each minibatch of m new samples is joined by round(m f / (1 - f)) replayed ones, whose clipped-surrogate
     loss (with their stored behaviour probabilities and advantages) is added with weight `replayLossWeight`."""
@@ -161,7 +161,7 @@ class ReplayCloning(UniformReplay):
     cloning: ClassVar[bool] = True
 
 
-class Joint(Nav4Method):
+class Joint(Nav4Method[AgentParams]):
     """Joint training on all tasks at once (reference: different data access)."""
 
     Params = AgentParams
@@ -169,7 +169,7 @@ class Joint(Nav4Method):
     regime = "joint"
 
 
-class Specialist(Nav4Method):
+class Specialist(Nav4Method[AgentParams]):
     """One network per task (reference: different capacity assumptions)."""
 
     Params = AgentParams

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from cltoolkit import components
 from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
-from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.suites.nav4.api import Nav4Method
 from cltoolkit.suites.nav4.models import Nav4Protocol
 
@@ -22,11 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["Nav4Suite", "make_method"]
 
 
-def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries | None = None) -> Nav4Method:
+def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries) -> Nav4Method[Any]:
     """The method object of one run (`components.make_method` with this suite's interface)."""
-    from cltoolkit.registry import registries
-
-    return components.make_method(Nav4Method, name, hyperparameters, regs or registries())
+    return components.make_method(Nav4Method, name, hyperparameters, regs)
 
 
 MEMORY_BYTES = 16 * 2**30
@@ -35,7 +32,7 @@ DEFAULT_NETWORK = "small-cnn"
 """The name `AgentParams.network` gives the suite's default network (`cltoolkit.suites.nav4.net.Net`)."""
 
 
-class Nav4Suite(Suite):
+class Nav4Suite(Suite[Nav4Protocol]):
     """Four-task MiniGrid navigation diagnostic."""
 
     name = "nav4"
@@ -46,14 +43,12 @@ class Nav4Suite(Suite):
     budget_fields = frozenset({"interactionsPerTask", "gradientUpdatesPerTask", "memoryCapacity", "unaccountedSamples"})
     summary = "four-task 9x9 MiniGrid navigation diagnostic (PPO agents, replay, references)"
 
-    def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
+    def check(self, protocol: Nav4Protocol) -> Iterator[Problem]:
         """Beyond the registry and method-interface checks: every method's `Params` carries the PPO learner's fields
         (subclasses `AgentParams`), task orders permute the tasks, every split has a seed range."""
-        from cltoolkit.registry import registries
         from cltoolkit.suites.nav4.methods import AgentParams
 
-        assert isinstance(protocol, Nav4Protocol)
-        regs = self.regs or registries()
+        regs = self.project_regs()
         for i, comp in enumerate(protocol.comparisons):
             name = comp.method  # resolved through the registries; no name is special
             cls = regs.method.get(name) if name in regs.method else None
@@ -102,11 +97,10 @@ class Nav4Suite(Suite):
             if split not in protocol.seeds.splits:
                 yield Problem("/seeds/splits", f"missing generator seed range for split {split!r}")
 
-    def freeze_checks(self, protocol: ProtocolBase, document_path: Path) -> Iterable[Problem]:
+    def freeze_checks(self, protocol: Nav4Protocol, document_path: Path) -> Iterable[Problem]:
         """Refuse when a final-test layout duplicates a training or validation layout (fingerprints)."""
         from cltoolkit.suites.nav4.layouts import split_manifest
 
-        assert isinstance(protocol, Nav4Protocol)
         try:
             self._manifest = split_manifest(protocol)
         except ValueError as exc:  # too few distinct layouts in a seed range
@@ -124,25 +118,22 @@ class Nav4Suite(Suite):
                     )
         return problems
 
-    def split_manifest(self, protocol: ProtocolBase) -> dict[str, object] | None:
+    def split_manifest(self, protocol: Nav4Protocol) -> dict[str, object] | None:
         manifest = getattr(self, "_manifest", None)
         if manifest is None:
             from cltoolkit.suites.nav4.layouts import split_manifest
 
-            assert isinstance(protocol, Nav4Protocol)
             manifest = split_manifest(protocol)
         return manifest
 
-    def tasks(self, protocol: ProtocolBase) -> list[str]:
-        assert isinstance(protocol, Nav4Protocol)
+    def tasks(self, protocol: Nav4Protocol) -> list[str]:
         return [t.id for t in protocol.environment.tasks]
 
-    def derived_clusters(self, protocol: ProtocolBase) -> ClusterPlan | None:
+    def derived_clusters(self, protocol: Nav4Protocol) -> ClusterPlan | None:
         """With `randomStreams` "seed" a seed's task orders share its initialisation and random streams: one
         cluster per seed. With "seed-and-order" every replicate has its own."""
         from cltoolkit.protocol.models import ClusterPlan
 
-        assert isinstance(protocol, Nav4Protocol)
         if protocol.randomStreams != "seed" or not any(len(st.orders) > 1 for st in protocol.seeds.stages):
             return None
         shares = (
@@ -157,15 +148,14 @@ class Nav4Suite(Suite):
 
         return device_problem(device)
 
-    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+    def execute(self, protocol: Nav4Protocol, spec: RunSpec, workdir: Path) -> RunOutput:
         from cltoolkit.run.spec import RunOutput
         from cltoolkit.suites.devices import describe_device, resolve_device
         from cltoolkit.suites.nav4.driver import run
 
-        assert isinstance(protocol, Nav4Protocol)
         device = resolve_device(spec.device)
         comp = protocol.comparison(spec.comparison)
-        method = make_method(comp.method, comp.hyperparameters, self.regs)
+        method = make_method(comp.method, comp.hyperparameters, self.project_regs())
         out = run(protocol, method, spec.seed, spec.order, workdir, device)
         return RunOutput(
             metrics=out["metrics"], budget=out["budget"], device=describe_device(device), precision="float32"

@@ -10,7 +10,6 @@ import numpy as np
 
 from cltoolkit import stats
 from cltoolkit.components import Analysis
-from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.suites.sessions.models import SessionsProtocol
@@ -32,7 +31,7 @@ def _metric_values(records: Sequence[RunRecord], metric: str, comparison: str) -
     return out
 
 
-def _pair(protocol: ProtocolBase, metric: str) -> tuple[str, str] | None:
+def _pair(protocol: SessionsProtocol, metric: str) -> tuple[str, str] | None:
     for gate in protocol.gates:
         if gate.metric == metric and gate.reference is not None:
             return gate.method, gate.reference
@@ -40,16 +39,15 @@ def _pair(protocol: ProtocolBase, metric: str) -> tuple[str, str] | None:
     return (comps[0], comps[1]) if len(comps) >= 2 else None
 
 
-class SessionsAnalysis(Analysis):
+class SessionsAnalysis(Analysis[SessionsProtocol]):
     """The matrix of estimands of seed 003: which unit was held out, what varied, what the number estimates."""
 
     def replicates(
-        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+        self, protocol: SessionsProtocol, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
         return {"aggregate": _metric_values(records, metric, comparison)}
 
-    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
-        assert isinstance(protocol, SessionsProtocol)
+    def summaries(self, protocol: SessionsProtocol, records: Sequence[RunRecord]) -> dict[str, Any]:
         plan = protocol.analysis
         sets = []
         for es in protocol.evaluationSets:
@@ -126,7 +124,7 @@ class SessionsAnalysis(Analysis):
 
     @staticmethod
     def _contrast(
-        protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, set_id: str, a: str, b: str
+        protocol: SessionsProtocol, records: Sequence[RunRecord], metric: str, set_id: str, a: str, b: str
     ) -> dict[str, Any]:
         va, vb = _metric_values(records, metric, a), _metric_values(records, metric, b)
         keys = sorted(set(va) & set(vb))
@@ -171,7 +169,9 @@ class SessionsAnalysis(Analysis):
             )
         return out
 
-    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+    def report_markdown(
+        self, protocol: SessionsProtocol, records: Sequence[RunRecord], summaries: dict[str, Any]
+    ) -> str:
         sets = summaries.get("evaluationSets", [])
         if not sets:
             return ""
@@ -230,7 +230,7 @@ class SessionsAnalysis(Analysis):
         lines.append(summaries.get("note", ""))
         return "\n".join(lines) + "\n"
 
-    def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
+    def figures(self, protocol: SessionsProtocol, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
         import matplotlib
 
         matplotlib.use("Agg")

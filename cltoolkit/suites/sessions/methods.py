@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 import numpy as np
 from pydantic import Field
@@ -12,15 +12,18 @@ from cltoolkit.protocol._base import Strict
 from cltoolkit.splits import Standardizer
 from cltoolkit.suites.sessions.data import Rows
 
+ParamsT = TypeVar("ParamsT", bound="Strict | None")
+"""A model's hyperparameter model (`Params`), or None for a model without hyperparameters."""
+
 __all__ = ["Affine", "KNearest", "KNearestParams", "SessionModel"]
 
 
-class SessionModel(Method):
+class SessionModel(Method, Generic[ParamsT]):
     """A next-state model fitted on some rows and scored on others."""
 
     suite: ClassVar[str] = "sessions"
 
-    def __init__(self, params: Strict | None) -> None:
+    def __init__(self, params: ParamsT) -> None:
         self.params = params
 
     def fit(self, rows: Rows, train: np.ndarray) -> None:
@@ -38,7 +41,7 @@ class SessionModel(Method):
         return []
 
 
-class Affine(SessionModel):
+class Affine(SessionModel[None]):
     """s_{t+1} ~ b0 + b1 s_t + b2 a_t by least squares: the true family, without the session constant."""
 
     summary = "affine least squares on (s_t, a_t)"
@@ -64,27 +67,24 @@ class KNearestParams(Strict):
     """States in the feature window (s_{t-window+1} .. s_t); the current action is always a feature."""
 
 
-class KNearest(SessionModel):
+class KNearest(SessionModel[KNearestParams]):
     """Mean target of the k nearest training rows in standardized (state window, a_t) space (Euclidean)."""
 
     Params = KNearestParams
     summary = "k-NN on a state window and the current action"
 
     def _features(self, rows: Rows) -> np.ndarray:
-        assert isinstance(self.params, KNearestParams)
         return np.column_stack([rows.window[:, -self.params.window :], rows.action])
 
     def fit(self, rows: Rows, train: np.ndarray) -> None:
         from scipy.spatial import cKDTree
 
-        assert isinstance(self.params, KNearestParams)
         feats = self._features(rows)
         self.scaler = Standardizer("k-NN feature standardization").fit(feats, train)
         self.tree = cKDTree(self.scaler.transform(feats[train]))
         self.targets = rows.target[train]
 
     def predict(self, rows: Rows, idx: np.ndarray) -> np.ndarray:
-        assert isinstance(self.params, KNearestParams)
         _, nn = self.tree.query(self.scaler.transform(self._features(rows)[idx]), k=self.params.k)
         nn = nn.reshape(idx.size, -1)
         return np.asarray(self.targets[nn].mean(axis=1))

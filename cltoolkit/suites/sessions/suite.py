@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
-from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.suites.sessions.methods import SessionModel
 from cltoolkit.suites.sessions.models import SessionsProtocol
 
@@ -30,7 +29,7 @@ def set_metrics(protocol: SessionsProtocol) -> dict[str, str]:
     return {m.evaluationSet: m.id for m in protocol.metrics if m.evaluationSet is not None}
 
 
-class SessionsSuite(Suite):
+class SessionsSuite(Suite[SessionsProtocol]):
     """Held-out sessions toy of the experimental-design chapter."""
 
     name = "sessions"
@@ -39,8 +38,7 @@ class SessionsSuite(Suite):
     analysis = "sessions"
     summary = "held-out sessions vs random transition split vs shifted cohort (seed 003)"
 
-    def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
-        assert isinstance(protocol, SessionsProtocol)
+    def check(self, protocol: SessionsProtocol) -> Iterator[Problem]:
         sets = {e.id: e for e in protocol.evaluationSets}
         measured = set_metrics(protocol)
         for field, unit in _UNITS.items():
@@ -64,20 +62,18 @@ class SessionsSuite(Suite):
                     f"/comparisons/{i}/hyperparameters/window", f"exceeds featureWindow {protocol.featureWindow}"
                 )
 
-    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+    def execute(self, protocol: SessionsProtocol, spec: RunSpec, workdir: Path) -> RunOutput:
         """Simulate fresh cohorts (streams depend on the seed only, so every method sees identical data and rows),
         split them three ways, fit the comparison's model per split and score it."""
         import numpy as np
 
         from cltoolkit.errors import CheckFailed
-        from cltoolkit.registry import registries
         from cltoolkit.run.spec import RunOutput
         from cltoolkit.splits import SplitManifest, check_grouped, grouped_split, random_row_split
         from cltoolkit.suites.sessions.data import simulate
 
-        assert isinstance(protocol, SessionsProtocol)
         comp = protocol.comparison(spec.comparison)
-        method = (self.regs or registries()).method.get(comp.method)
+        method = self.project_regs().method.get(comp.method)
         if not issubclass(method, SessionModel):  # refused at validation; a library caller may skip it
             raise TypeError(f"method {comp.method!r} is not a sessions SessionModel")
         params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
@@ -144,7 +140,7 @@ class SessionsSuite(Suite):
         )
 
 
-def _score(model: SessionModel, rows: Rows, test: np.ndarray, manifest: SplitManifest) -> dict[str, Any]:
+def _score(model: SessionModel[Any], rows: Rows, test: np.ndarray, manifest: SplitManifest) -> dict[str, Any]:
     import numpy as np
 
     err = np.abs(model.predict(rows, test) - rows.target[test])

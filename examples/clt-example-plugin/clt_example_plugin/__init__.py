@@ -22,15 +22,14 @@ class ShrunkParams(Params):
     """Fraction of the way from `a` to 1 (a random walk prior)."""
 
 
-class Shrunk(DynamicsModel):
+class Shrunk(DynamicsModel[ShrunkParams]):
     """s' = (a + shrink (1 - a)) s + b u."""
 
     Params = ShrunkParams
     summary = "example plugin: linear model with the state coefficient shrunk toward 1"
 
     @classmethod
-    def build(cls, params: Any, protocol: Any, rng: np.random.Generator) -> LinearModel:
-        assert isinstance(params, ShrunkParams)
+    def build(cls, params: ShrunkParams, protocol: Any, rng: np.random.Generator) -> LinearModel:
         return LinearModel(params.a + params.shrink * (1 - params.a), params.b, 0.0)
 
 
