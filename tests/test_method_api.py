@@ -26,6 +26,7 @@ def _block(heading: str) -> str:
     return found.group(1)
 
 
+@pytest.mark.walkthrough
 @pytest.mark.parametrize("heading", ["Your own nav4 method", "Your own world-model method"])
 def test_a_users_method_runs_from_init_to_report_as_the_readme_says(
     heading: str,

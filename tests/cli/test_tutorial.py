@@ -59,6 +59,7 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
+@pytest.mark.walkthrough
 def test_the_tutorial_runs_verbatim_on_a_wheel(wheel_env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "tutorial.sh").write_text(_tutorial())
     done = subprocess.run(
@@ -70,6 +71,7 @@ def test_the_tutorial_runs_verbatim_on_a_wheel(wheel_env: dict[str, str], tmp_pa
     assert (tmp_path / "my-eval" / "runs" / "mystudy-v1" / "damped-s0" / "record.json").is_file()
 
 
+@pytest.mark.walkthrough
 def test_a_copy_of_this_repository_works_with_a_normal_install(wheel_env: dict[str, str], tmp_path: Path) -> None:
     """Its registry/components.json equals the packaged built-ins: no conflict, and every command works."""
     clone = tmp_path / "clone"

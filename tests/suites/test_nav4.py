@@ -175,6 +175,7 @@ def test_freeze_refuses_test_layouts_seen_in_training(project, cli, monkeypatch)
     assert not project.lock_path("nav4-v1").exists()
 
 
+@pytest.mark.walkthrough
 def test_smoke_pilot_freeze_run_report(project, cli) -> None:
     path = project.protocol_path("nav4-v1")
     doc = _tiny(read(path))
