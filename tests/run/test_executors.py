@@ -107,6 +107,22 @@ def _wait_for_records(project: Project, count: int) -> None:
         time.sleep(0.05)
 
 
+def _wait_for_a_running_run(project: Project) -> None:
+    """Until a run is under way: its job is written and its record is not (records are written once, at the end)."""
+    folder = project.runs_dir / "toy-v1"
+    deadline = time.monotonic() + 60
+    while not any(not (p.parent / "record.json").exists() for p in folder.glob("*/job.json")):
+        assert time.monotonic() < deadline, "no run started"
+        time.sleep(0.05)
+
+
+def _wait_until_no_worker(project: Project) -> None:
+    deadline = time.monotonic() + 30
+    while _workers_alive(project):
+        assert time.monotonic() < deadline, f"workers still alive: {_workers_alive(project)}"
+        time.sleep(0.05)
+
+
 def _run(cli, executor: str, *extra: str):
     return cli("run", "-p", "toy-v1", "--executor", executor, "--workers", "2", *extra)
 
@@ -174,7 +190,7 @@ def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:
     _wait_for_records(toy, 2)
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    time.sleep(1.5)  # an orphaned worker notices within a second and stops
+    _wait_until_no_worker(toy)  # an orphaned worker notices within a second and stops
     finished = {p.parent.name: p.read_bytes() for p in folder.glob("*/record.json")}
     assert 2 <= len(finished) < 8
     for data in finished.values():
@@ -247,7 +263,7 @@ def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> N
     _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=6)
     driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _wait_for_records(toy, 1)
-    time.sleep(0.3)  # the next runs have started
+    _wait_for_a_running_run(toy)
     driver.send_signal(signal.SIGINT)
     output = _finish(driver)
     assert driver.returncode == 130
@@ -268,7 +284,7 @@ def test_sigterm_stops_the_grid_like_ctrl_c(toy, cli) -> None:
     _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=4)
     driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _wait_for_records(toy, 1)
-    time.sleep(0.3)
+    _wait_for_a_running_run(toy)
     driver.terminate()
     output = _finish(driver)
     assert driver.returncode != 0
