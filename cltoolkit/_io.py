@@ -130,9 +130,23 @@ def dump_json(obj: Any, *, sort_keys: bool = True, row_lists: tuple[str, ...] = 
     return text + "\n"
 
 
-def dump_protocol(document: Any) -> str:
-    """A protocol document as every clt writer writes it: its own key order, `perRun` rows one per line."""
-    return dump_json(document, sort_keys=False, row_lists=("perRun",))
+def dump_results(results: Any) -> str:
+    """A results block as `clt report` writes it on its own (`results.json`): its key order, `perRun` rows one per
+    line."""
+    return dump_json(results, sort_keys=False, row_lists=("perRun",))
+
+
+def dump_protocol(document: Any, results_text: str | None = None) -> str:
+    """A protocol document as every clt writer writes it: its own key order, `perRun` rows one per line.
+
+    `results_text`: the document's `results` already written by `dump_results` (a report writes both files; a
+    block of 10,000 rows is then serialized once): spliced in at the protocol's indentation, the same text."""
+    if results_text is None or "results" not in document:
+        return dump_json(document, sort_keys=False, row_lists=("perRun",))
+    token = "\x00results\x00"
+    text = dump_json({**document, "results": token}, sort_keys=False, row_lists=("perRun",))
+    nested = results_text.rstrip("\n").replace("\n", "\n  ")
+    return text.replace(json.dumps(token), nested, 1)
 
 
 def write_json(path: Path, obj: Any, *, sort_keys: bool = True) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from cltoolkit.registry import registries  # noqa: E402
 from cltoolkit.suites.devices import resolve_device  # noqa: E402
 
 
@@ -59,8 +60,12 @@ def test_a_short_wmf_cell_on_cuda_is_finite_and_close_to_the_cpu(tmp_path: Path)
     from cltoolkit.suites.wmf.suite import make_method
 
     protocol = _tiny(tmp_path)
-    cpu = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "cpu", "cpu")
-    gpu = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "gpu", "cuda")
+    cpu = run_cell(
+        protocol, "minigrid-min", make_method("wmf.finetuning", {}, registries()), 0, tmp_path / "cpu", "cpu"
+    )
+    gpu = run_cell(
+        protocol, "minigrid-min", make_method("wmf.finetuning", {}, registries()), 0, tmp_path / "gpu", "cuda"
+    )
     for key in ("pf", "rd", "reconAAfterA", "reconBAfterB", "nllAAfterA"):
         a, b = cpu["metrics"][key], gpu["metrics"][key]
         assert math.isfinite(b)

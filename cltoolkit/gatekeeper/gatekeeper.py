@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from cltoolkit import __version__
-from cltoolkit._io import atomic_write_text, dump_json, dump_protocol
+from cltoolkit._io import atomic_write_text, dump_protocol, dump_results
 from cltoolkit.component_validation import load_protocol, validate_document
 from cltoolkit.errors import Refusal
 from cltoolkit.gatekeeper.budgets import check_budgets, resource_costs
@@ -74,14 +75,16 @@ def _kept(points: list[GridPoint], excluded: frozenset[str]) -> set[str]:
     return {replicate_key(p.seed, p.order, p.cell) for p in points if p.run_id not in excluded}
 
 
-def _cluster_means(values: np.ndarray, keys: list[str], plan: ClusterPlan) -> tuple[np.ndarray, list[str]]:
+def _cluster_means(
+    values: np.ndarray, keys: list[str], points: Mapping[str, GridPoint], plan: ClusterPlan
+) -> tuple[np.ndarray, list[str]]:
     """Each cluster's mean of its replicates' values (paired differences or a method's values), by cluster id: the
-    declared unit of analysis, so n counts clusters."""
+    declared unit of analysis, so n counts clusters. `points`: replicate key -> a planned run of that replicate
+    (its seed, order and cell name the cluster)."""
     groups: dict[str, list[float]] = {}
     for value, key in zip(values.tolist(), keys, strict=True):
-        cell, order, seed = key.split("|")
-        cluster = plan.cluster_of(int(seed[1:]), None if order == "-" else order, None if cell == "-" else cell)
-        groups.setdefault(cluster, []).append(value)
+        point = points[key]
+        groups.setdefault(plan.cluster_of(point.seed, point.order, point.cell), []).append(value)
     ids = sorted(groups)
     return np.array([float(np.mean(groups[c])) for c in ids]), ids
 
@@ -154,7 +157,8 @@ def _hypotheses(
                     values = np.array([mv[k] for k in keys])
                 unit_plan = clusters or protocol.analysis.clusters
                 if values is not None and unit_plan is not None:
-                    values, keys = _cluster_means(values, keys, unit_plan)
+                    of_key = {replicate_key(p.seed, p.order, p.cell): p for p in planned[gate.method]}
+                    values, keys = _cluster_means(values, keys, of_key, unit_plan)
                 unit = "replicates" if unit_plan is None else "clusters"
                 if values is not None and values.size < 2:
                     reason, values = f"needs at least 2 {unit}, has {values.size}", None
@@ -373,8 +377,8 @@ def report_protocol(
         with Forked(lambda: figure_blocks(project, loaded, results, records)) as drawn:
             reported = results.model_copy(update={"reports": [str(p.relative_to(project.root)) for p in reports]})
             document = _reported_document(loaded, reported, dry_run, regs)
-            block_text = dump_json(document["results"], sort_keys=False, row_lists=("perRun",))
-            protocol_text = dump_protocol(document)
+            block_text = dump_results(document["results"])
+            protocol_text = dump_protocol(document, block_text)  # the block serialized once
             write_reports(project, loaded, results, records, drawn.value)
         atomic_write_text(project.stage_reports_dir(loaded.id, results.stage) / "results.json", block_text)
         atomic_write_text(loaded.path, protocol_text)

@@ -7,11 +7,7 @@ from cltoolkit.stats.aggregate import (
     AGGREGATES,
     aggregate,
     iqm,
-    normalized_scores,
-    optimality_gap,
     performance_profile,
-    probability_of_improvement,
-    stratified_bootstrap_ci,
 )
 from cltoolkit.stats.multiplicity import benjamini_hochberg, holm, holm_simultaneous_lower_bounds
 from cltoolkit.stats.paired import (
@@ -31,7 +27,6 @@ from cltoolkit.stats.paired import (
     t_interval,
     tost,
     two_sided_t,
-    wilcoxon_p,
     wilcoxon_test,
 )
 from cltoolkit.stats.power import (
@@ -72,21 +67,16 @@ __all__ = [
     "n_sign_test",
     "n_sign_tost",
     "n_tost",
-    "normalized_scores",
     "one_sided_t",
-    "optimality_gap",
     "performance_profile",
     "power_t",
-    "probability_of_improvement",
     "sign_flip_p",
     "sign_test_p",
     "sign_test_power",
     "sign_tost_power",
-    "stratified_bootstrap_ci",
     "t_interval",
     "tost",
     "tost_power",
     "two_sided_t",
-    "wilcoxon_p",
     "wilcoxon_test",
 ]

@@ -1,23 +1,15 @@
-"""Aggregates over run-level scores: IQM, optimality gap, stratified bootstrap intervals, probability of
-improvement, performance profiles and normalized scores. Score arrays are (n_runs, n_tasks)."""
+"""Aggregates over run-level scores: the declared aggregates (mean, IQM, median, worst case, CVaR) and performance
+profiles. Score arrays are (n_runs, n_tasks)."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
 __all__ = [
     "AGGREGATES",
-    "Interval",
     "aggregate",
     "iqm",
-    "normalized_scores",
-    "optimality_gap",
     "performance_profile",
-    "probability_of_improvement",
-    "stratified_bootstrap_ci",
 ]
 
 
@@ -44,74 +36,10 @@ def iqm(scores: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     return np.asarray(x[..., k : x.shape[-1] - k].mean(axis=-1))
 
 
-def optimality_gap(scores: np.ndarray, gamma: float = 1.0) -> float:
-    """Mean shortfall below `gamma`: mean(max(gamma - score, 0))."""
-    return float(np.mean(np.maximum(gamma - _finite_all(scores), 0.0)))
-
-
-class Interval(NamedTuple):
-    estimate: float
-    low: float
-    high: float
-
-
-def stratified_bootstrap_ci(
-    scores: np.ndarray,
-    statistic: Callable[[np.ndarray], float],
-    rng: np.random.Generator,
-    *,
-    resamples: int = 10_000,
-    level: float = 0.95,
-) -> Interval:
-    """Percentile interval of `statistic(scores)` resampling runs independently within each task (stratified
-    bootstrap, as rliable; one scipy sample per task). `statistic` takes an (n_runs, n_tasks) array."""
-    x = _finite_all(scores)
-    if x.ndim != 2:
-        raise ValueError("scores must be (n_runs, n_tasks)")
-    columns = tuple(x[:, j] for j in range(x.shape[1]))
-
-    def stat(*cols: np.ndarray, axis: int = -1) -> np.ndarray:
-        stacked = np.stack(cols, axis=-1)  # (..., n_runs, n_tasks)
-        flat = stacked.reshape(-1, *stacked.shape[-2:])
-        return np.array([statistic(s) for s in flat]).reshape(stacked.shape[:-2])
-
-    from scipy import stats
-
-    res = stats.bootstrap(
-        columns,
-        stat,
-        n_resamples=resamples,
-        confidence_level=level,
-        method="percentile",
-        vectorized=True,
-        paired=False,
-        rng=rng,
-    )
-    return Interval(float(statistic(x)), float(res.confidence_interval.low), float(res.confidence_interval.high))
-
-
-def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
-    """P(X > Y) + P(X = Y) / 2 per task, averaged over tasks (x, y: (n_runs, n_tasks), runs may differ)."""
-    x = _finite_all(x, "x")
-    y = _finite_all(y, "y")
-    per_task = []
-    for j in range(x.shape[1]):
-        a, b = x[:, j][:, None], y[:, j][None, :]
-        per_task.append(float(np.mean((a > b) + 0.5 * (a == b))))
-    return float(np.mean(per_task))
-
-
 def performance_profile(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """Fraction of scores strictly above each threshold tau (the run-score profile, 1 - ECDF(tau))."""
     x = _finite_all(scores).ravel()
     return np.array([float(np.mean(x > t)) for t in np.asarray(thresholds, dtype=float)])
-
-
-def normalized_scores(raw: np.ndarray, weak: float, strong: float) -> np.ndarray | None:
-    """(raw - weak) / (strong - weak), never clipped (it can be < 0 or > 1); None when the anchors are equal."""
-    if strong == weak:
-        return None
-    return (np.asarray(raw, dtype=float) - weak) / (strong - weak)
 
 
 AGGREGATES = ("mean", "iqm", "median", "worst-case", "cvar")

@@ -27,7 +27,6 @@ __all__ = [
     "t_interval",
     "tost",
     "two_sided_t",
-    "wilcoxon_p",
     "wilcoxon_test",
 ]
 
@@ -367,9 +366,3 @@ def wilcoxon_test(x: np.ndarray, null: float = 0.0, alternative: Alternative = "
     else:
         p = min(1.0, 2.0 * float(norm_sf(abs(z))))
     return WilcoxonP(p, "normal approximation")
-
-
-def wilcoxon_p(x: np.ndarray, null: float = 0.0, alternative: Alternative = "two-sided") -> float | None:
-    """The p of `wilcoxon_test` alone (None when undefined)."""
-    res = wilcoxon_test(x, null, alternative)
-    return None if res is None else res.p

@@ -17,7 +17,7 @@ from cltoolkit.gatekeeper.gates import Hypothesis, decide_gates
 from cltoolkit.planning import declared_replicates
 from cltoolkit.protocol.models import ClusterPlan
 from cltoolkit.protocol.results import GateResult
-from cltoolkit.run.spec import replicate_key
+from cltoolkit.run.spec import GridPoint, replicate_key
 from tests.toy_suite import ToyProtocol, toy_protocol
 
 LOWER_BOUND = {"id": "lb", "test": "lower-bound", "comparator": ">", "threshold": 0.0}
@@ -35,9 +35,23 @@ def _decide(values: list[float], keys: list[str], clusters: dict[str, Any] | Non
     x = np.asarray(values, dtype=float)
     plan = protocol.analysis.clusters
     if plan is not None:
-        x, keys = _cluster_means(x, keys, plan)
+        x, keys = _cluster_means(x, keys, _points(keys), plan)
     h = Hypothesis(protocol.gates[0], "aggregate", x, keys=tuple(keys))
     return decide_gates(protocol.gates, [h], protocol.analysis)[0]
+
+
+_PLANNED: dict[str, GridPoint] = {}
+
+
+def _point(seed: int, order: str | None, cell: str | None) -> str:
+    """A planned run of the candidate at (seed, order, cell); returns its replicate key."""
+    key = replicate_key(seed, order, cell)
+    _PLANNED[key] = GridPoint("cand", "toy.method", seed, order, cell)
+    return key
+
+
+def _points(keys: list[str]) -> dict[str, GridPoint]:
+    return {k: _PLANNED[k] for k in keys}
 
 
 def _grid(per_seed: list[list[float]]) -> tuple[list[float], list[str]]:
@@ -46,7 +60,7 @@ def _grid(per_seed: list[list[float]]) -> tuple[list[float], list[str]]:
     for seed, row in enumerate(per_seed):
         for j, v in enumerate(row):
             values.append(v)
-            keys.append(replicate_key(seed, f"o{j + 1}", None))
+            keys.append(_point(seed, f"o{j + 1}", None))
     return values, keys
 
 
@@ -75,8 +89,8 @@ def test_cells_of_a_group_form_one_cluster_per_seed() -> None:
     plan = ClusterPlan.model_validate(
         {"by": ["seed", "cellGroup"], "cellGroups": [["gym-min", "gym-med", "gym-max"]], "shares": "task A"}
     )
-    keys = [replicate_key(s, None, c) for s in (0, 1) for c in ("gym-min", "gym-med", "gym-max", "minigrid-min")]
-    means, ids = _cluster_means(np.arange(8.0), keys, plan)
+    keys = [_point(s, None, c) for s in (0, 1) for c in ("gym-min", "gym-med", "gym-max", "minigrid-min")]
+    means, ids = _cluster_means(np.arange(8.0), keys, _points(keys), plan)
     assert ids == [
         "seed=0|cells=gym-min+gym-med+gym-max",
         "seed=0|cells=minigrid-min",

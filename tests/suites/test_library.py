@@ -184,7 +184,7 @@ WMF_FIELDS: dict[str, dict[str, Any]] = {
 def test_library_methods_run_in_a_wmf_pilot(tmp_path: Path, name: str) -> None:
     from cltoolkit.suites.wmf.suite import make_method
 
-    method = make_method(name, WMF_FIELDS[name])
+    method = make_method(name, WMF_FIELDS[name], registries())
     out = _wmf_run(tmp_path, method)
     metrics = out["metrics"]
     assert math.isfinite(metrics["pf"]) and math.isfinite(metrics["rd"])
@@ -246,6 +246,6 @@ def test_wmf_memory_capacity_binds(tmp_path: Path) -> None:
     from cltoolkit.errors import BudgetViolation
     from cltoolkit.suites.wmf.suite import make_method
 
-    method = make_method("wmf.er", {"capacity": 40, "replayShare": 0.25})
+    method = make_method("wmf.er", {"capacity": 40, "replayShare": 0.25}, registries())
     with pytest.raises(BudgetViolation, match=r"^budget.memoryCapacity: the method asked for a memory of 40 windows"):
         _wmf_run(tmp_path, method, budget={"memoryCapacity": 10})

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("minigrid")
 
+from cltoolkit.registry import registries  # noqa: E402
 from cltoolkit.suites.wmf import evaluate as ev  # noqa: E402
 from cltoolkit.suites.wmf.method_models import UGMTM, ProgressiveRSSM, fisher_diagonal  # noqa: E402
 from cltoolkit.suites.wmf.models import WmfProtocol  # noqa: E402
@@ -37,7 +38,7 @@ def build(model: dict[str, Any], arch: str, action: int, hyper: dict[str, Any] |
         hyper = {}
     elif name == "wmf.progressive-nets":
         hyper = {k: v for k, v in hyper.items() if k == "lateral"}
-    method = make_method(name, hyper)
+    method = make_method(name, hyper, registries())
     spec = ModelSpec(model["latent"], model["hidden"], action, tuple(model["channels"]), model["beta"])
     built = method.build(spec)
     if model.get("decoder", "1x1") == "2x2-crop":
@@ -163,9 +164,11 @@ def test_runs_share_stages_and_are_deterministic(tmp_path: Path) -> None:
     from cltoolkit.suites.wmf.suite import make_method
 
     protocol = _tiny(tmp_path)
-    first = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "a")
-    ewc = run_cell(protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, tmp_path / "a")
-    again = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path / "b")
+    first = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}, registries()), 0, tmp_path / "a")
+    ewc = run_cell(
+        protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}, registries()), 0, tmp_path / "a"
+    )
+    again = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}, registries()), 0, tmp_path / "b")
     assert first["reused"] == []
     assert again["reused"] == []
     assert first["metrics"] == again["metrics"]
@@ -177,7 +180,7 @@ def test_runs_share_stages_and_are_deterministic(tmp_path: Path) -> None:
     assert first["metrics"]["dParam"] is None
     assert first["metrics"]["pis"] is None
     assert len(first["metrics"]["curves"]["A"]) == 3
-    other_seed = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 1, tmp_path / "a")
+    other_seed = run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}, registries()), 1, tmp_path / "a")
     assert other_seed["metrics"]["stages"]["phase-A-rssm"] != first["metrics"]["stages"]["phase-A-rssm"]
 
 
@@ -220,7 +223,7 @@ def test_a_run_trains_the_task_b_reference_first_while_the_task_a_model_is_busy(
 
     params = SEED_UG if method == "wmf.ug-mtm" else {}
     protocol = _tiny(tmp_path)
-    usual = run_cell(protocol, "minigrid-min", make_method(method, params), 0, tmp_path / "a")
+    usual = run_cell(protocol, "minigrid-min", make_method(method, params, registries()), 0, tmp_path / "a")
     trained: list[str] = []
     get = StageCache.get
 
@@ -230,7 +233,7 @@ def test_a_run_trains_the_task_b_reference_first_while_the_task_a_model_is_busy(
 
     monkeypatch.setattr(StageCache, "get", spy)
     monkeypatch.setattr(StageCache, "busy", lambda self, key: key["stage"] == "phase-A")
-    swapped = run_cell(protocol, "minigrid-min", make_method(method, params), 0, tmp_path / "b")
+    swapped = run_cell(protocol, "minigrid-min", make_method(method, params, registries()), 0, tmp_path / "b")
     stages = [n for n in trained if not n.startswith("data-")]
     assert stages.index("reference-B-scratch") < min(i for i, n in enumerate(stages) if n.startswith("phase-A-"))
     assert swapped["reused"] == usual["reused"] == []
@@ -441,15 +444,15 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
 
     from cltoolkit.component_validation import load_protocol
     from cltoolkit.run.record import read_record
-    from cltoolkit.suites.wmf.analysis import WmfAnalysis
-    from cltoolkit.suites.wmf.reference import report_lines
+    from cltoolkit.suites.wmf.reproduction.reference import report_lines
     from tests.conftest import REPO
 
     monkeypatch.setenv("CLT_ROOT", str(REPO))
     protocol = load_protocol(REPO / "protocols" / "wmf-lite-v1.json").model
     protocol = protocol.model_copy(update={"reference": "reference/wmf-seed000-metrics.json"})
     records = [read_record(p) for p in sorted((REPO / "runs" / "wmf-lite-v1").glob("*/record.json"))]
-    rep = WmfAnalysis().summaries(protocol, records)["reproduction"]
+    assert isinstance(protocol, WmfProtocol)
+    rep = registries().new_analysis("wmf").summaries(protocol, records)["reproduction"]
     assert len(rep["rows"]) == 45
     assert len(rep["rdRankings"]) == 9
     row = next(r for r in rep["rows"] if r["cell"] == "minigrid-min" and r["method"] == "finetuning")
@@ -491,7 +494,7 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
 
 
 def test_a_mean_outside_the_seeds_range_never_prints_equal_to_its_bound() -> None:
-    from cltoolkit.suites.wmf.reference import apart
+    from cltoolkit.suites.wmf.reproduction.reference import apart
 
     assert apart(1.0804, 0.922, 1.0801) == ("1.0804", "0.922", "1.0801")
     assert apart(607.2, 635.0, 1180.0) == ("607", "635", "1.18e+03")
@@ -564,15 +567,21 @@ def test_the_seed_options_run_a_cell_end_to_end(tmp_path: Path) -> None:
     protocol = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
     store = tmp_path / "s"
     prog = run_cell(
-        protocol, "minigrid-min", make_method("wmf.progressive-nets", {"lateral": "shared-state"}), 0, store
+        protocol,
+        "minigrid-min",
+        make_method("wmf.progressive-nets", {"lateral": "shared-state"}, registries()),
+        0,
+        store,
     )
-    half = run_cell(protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, store)
-    full = run_cell(protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0, "penalty": "full"}), 0, store)
+    half = run_cell(protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}, registries()), 0, store)
+    full = run_cell(
+        protocol, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0, "penalty": "full"}, registries()), 0, store
+    )
     pooled = {"taskAShare": 0.5, "sampling": "uniform-episodes"}
-    replay = run_cell(protocol, "minigrid-min", make_method("wmf.replay-infinite", pooled), 0, store)
+    replay = run_cell(protocol, "minigrid-min", make_method("wmf.replay-infinite", pooled, registries()), 0, store)
     doc["families"][0]["rendering"] = "default-resized"
     seeded = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
-    ug = run_cell(seeded, "minigrid-min", make_method("wmf.ug-mtm", SEED_UG), 0, tmp_path / "u")
+    ug = run_cell(seeded, "minigrid-min", make_method("wmf.ug-mtm", SEED_UG, registries()), 0, tmp_path / "u")
     assert math.isfinite(ug["metrics"]["pf"])
     assert ug["metrics"]["reconARandomInit"] > 0
     assert ug["metrics"]["firstUpdateReconstructionLossA"] is not None
@@ -741,7 +750,7 @@ def test_adequacy_names_each_under_trained_model_and_the_metrics_resting_on_it()
     held-out reconstruction exceeds the ratio of the same model's at initialisation; the from-scratch reference by
     its ratio; the headline says which metrics of which cell rest on it."""
     from cltoolkit.suites.wmf.models import Adequacy
-    from cltoolkit.suites.wmf.seedstats import adequacy, adequacy_headline
+    from cltoolkit.suites.wmf.reproduction.seedstats import adequacy, adequacy_headline
 
     protocol, records = _lite_records()
     patched = []
@@ -769,7 +778,7 @@ def test_seed_analyses_follow_the_seed_definitions() -> None:
     task-A loss above the threshold; d_z = mean / SD (ddof 1) of paired differences; skew = max - median > factor x
     (median - min)."""
     from cltoolkit.suites.wmf.models import SeedAnalyses
-    from cltoolkit.suites.wmf.seedstats import seed_analyses, seed_lines
+    from cltoolkit.suites.wmf.reproduction.seedstats import seed_analyses, seed_lines
 
     protocol, records = _lite_records()
     axis_methods = ["finetuning", "replay-infinite", "ewc", "progressive-nets"]

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cltoolkit.suites.wmf.findings import exact_spearman, findings, findings_lines, rho_calibration
-from cltoolkit.suites.wmf.reference import load_reference, ranking_calibration, tightness
+from cltoolkit.suites.wmf.reproduction.findings import exact_spearman, findings, findings_lines, rho_calibration
+from cltoolkit.suites.wmf.reproduction.reference import load_reference, ranking_calibration, tightness
 
 ROOT = Path(__file__).resolve().parents[2]
 AXIS = ["finetuning", "replay-infinite", "ewc", "progressive-nets"]
@@ -158,7 +158,7 @@ def test_the_second_finding_is_said_as_ratios_to_finetuning_beside_the_seed() ->
 
 
 def test_the_first_finding_without_one_family_is_the_seed_rho_over_the_other_cells(seed_runs) -> None:
-    from cltoolkit.suites.wmf.findings import without_family
+    from cltoolkit.suites.wmf.reproduction.findings import without_family
 
     axes = findings([], seed_runs, AXIS)["axis"]
     axes = {"clt": axes["seedAllCells"], "seedSameCells": axes["seedAllCells"]}

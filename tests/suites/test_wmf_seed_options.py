@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("minigrid")
 
+from cltoolkit.registry import registries  # noqa: E402
 from cltoolkit.suites.wmf.driver import _stored_as_the_seed_does, run_cell  # noqa: E402
 from cltoolkit.suites.wmf.envs import Episodes  # noqa: E402
 from cltoolkit.suites.wmf.models import WmfProtocol  # noqa: E402
@@ -69,13 +70,17 @@ def _protocol(**options: Any) -> WmfProtocol:
 
 
 def test_each_seed_option_changes_what_it_names_and_the_defaults_change_nothing(tmp_path: Path) -> None:
-    base = run_cell(_protocol(), "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, tmp_path / "base")
+    base = run_cell(
+        _protocol(), "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}, registries()), 0, tmp_path / "base"
+    )
     explicit = _protocol(
         data={"windows": "uniform-over-windows", "terminalFrame": "stored", "collectionSeeds": "by-task"},
         model={"initialisation": "shared", "varianceEpsilon": 0.0},
         evaluation={"fisherSet": "disjoint-from-DA"},
     )
-    same = run_cell(explicit, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, tmp_path / "base")
+    same = run_cell(
+        explicit, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}, registries()), 0, tmp_path / "base"
+    )
     assert same["metrics"] == base["metrics"]
     reused = {r.split(":")[0] for r in same["reused"]}  # the same stage keys: every stage of the first run reused
     assert {"phase-A-rssm", "reference-B-scratch", "data-train-A", "data-heldout-B"} <= reused
@@ -85,7 +90,9 @@ def test_each_seed_option_changes_what_it_names_and_the_defaults_change_nothing(
         model={"initialisation": "independent", "varianceEpsilon": 1e-8},
         evaluation={"fisherSet": "independent"},
     )
-    out = run_cell(seedlike, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}), 0, tmp_path / "v3")
+    out = run_cell(
+        seedlike, "minigrid-min", make_method("wmf.ewc", {"lambda": 1000.0}, registries()), 0, tmp_path / "v3"
+    )
     m, b = out["metrics"], base["metrics"]
     assert out["reused"] == []  # new data keys (by role), so nothing is shared with the defaults' stages
     assert m["dTrans"] != b["dTrans"]

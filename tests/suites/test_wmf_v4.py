@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("minigrid")
 
 from cltoolkit.errors import FingerprintMiss  # noqa: E402
+from cltoolkit.registry import registries  # noqa: E402
 from cltoolkit.suites.wmf.driver import _fresh, _plain, _stored_as_the_seed_does, derived_seed, run_cell  # noqa: E402
 from cltoolkit.suites.wmf.envs import collect_stream, make_env  # noqa: E402
 from cltoolkit.suites.wmf.models import WmfProtocol  # noqa: E402
@@ -125,7 +126,7 @@ def test_seed_stream_shares_task_a_across_cells_and_b_at_s_with_a_at_s_plus_1(tm
     minigrid = protocol.families[0]
     # wmf-lite-v1's MiniGrid chain: a cell's task B is the next cell's task A
     assert minigrid.levels[0].taskB.env == minigrid.levels[1].taskA.env
-    method = make_method("wmf.finetuning", {})
+    method = make_method("wmf.finetuning", {}, registries())
     low = run_cell(protocol, "minigrid-min", method, 0, tmp_path)
     med = run_cell(protocol, "minigrid-med", method, 1, tmp_path)
     reused = {r.split(":")[0] for r in med["reused"]}
@@ -150,17 +151,19 @@ def test_a_run_outside_the_fingerprint_fails_by_name(tmp_path: Path) -> None:
     doc["fingerprint"] = {"metric": "firstUpdateReconstructionLossA", "margin": 0.1, "ranges": ranges, "source": "t"}
     protocol = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
     with pytest.raises(FingerprintMiss, match=r"^fingerprint: the first task-A update's reconstruction loss is "):
-        run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path)
+        run_cell(protocol, "minigrid-min", make_method("wmf.finetuning", {}, registries()), 0, tmp_path)
     doc["fingerprint"]["ranges"][0].update(low=1.0, high=1e6)
     inside = WmfProtocol.model_validate_json(json.dumps(doc), strict=True)
-    out = run_cell(inside, "minigrid-min", make_method("wmf.finetuning", {}), 0, tmp_path)  # its stages reused
+    out = run_cell(
+        inside, "minigrid-min", make_method("wmf.finetuning", {}, registries()), 0, tmp_path
+    )  # its stages reused
     assert out["metrics"]["firstUpdateReconstructionLossA"] > 1.0
 
 
 def test_the_report_lists_the_fingerprint_per_family_and_task_a() -> None:
     from types import SimpleNamespace
 
-    from cltoolkit.suites.wmf.seedstats import fingerprint, fingerprint_lines
+    from cltoolkit.suites.wmf.reproduction.seedstats import fingerprint, fingerprint_lines
 
     protocol = _v4()
 

@@ -13,11 +13,11 @@ import numpy as np
 
 from cltoolkit.components import NUMBER_OR_NULL, Analysis, ValueKind
 from cltoolkit.errors import InputError
-from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.suites.wmf.metrics import METRICS
-from cltoolkit.suites.wmf.seedstats import by_cell_and_comparison, numbers_by_seed, record_number
+from cltoolkit.suites.wmf.models import WmfProtocol
+from cltoolkit.suites.wmf.reproduction.seedstats import by_cell_and_comparison, numbers_by_seed, record_number
 
 if TYPE_CHECKING:
     from cltoolkit.registry import Registries
@@ -54,14 +54,11 @@ FIXED_IN_CODE = (
 )
 
 
-def _fixed_in_code(protocol: ProtocolBase, regs: Registries | None) -> list[str]:
+def _fixed_in_code(protocol: WmfProtocol, regs: Registries) -> list[str]:
     """FIXED_IN_CODE, with the decoder and progressive-column lines as this protocol's options build them (the
     progressive line from the comparisons whose registered method is progressive nets or builds on it)."""
-    from cltoolkit.registry import registries
     from cltoolkit.suites.wmf.methods import ProgressiveNets
-    from cltoolkit.suites.wmf.models import WmfProtocol
 
-    assert isinstance(protocol, WmfProtocol)
     items = list(FIXED_IN_CODE)
     if protocol.model.decoder == "2x2-crop":
         items[0] = (
@@ -69,7 +66,7 @@ def _fixed_in_code(protocol: ProtocolBase, regs: Registries | None) -> list[str]
             "5, 6, 6 (stride 2) to 80 x 80, the centre 64 x 64 crop (WorldModelsBenchmark's decoder), ReLU, sigmoid "
             "output; squared error summed over pixels"
         )
-    methods = (regs or registries()).method
+    methods = regs.method
     lateral = {
         dict(c.hyperparameters).get("lateral")
         for c in protocol.comparisons
@@ -99,7 +96,7 @@ def _spearman(x: list[float], y: list[float]) -> dict[str, Any]:
     with 3 cells, where the exact p is 1/3)."""
     from scipy.stats import spearmanr
 
-    from cltoolkit.suites.wmf.findings import exact_spearman
+    from cltoolkit.suites.wmf.reproduction.findings import exact_spearman
 
     pairs = [(a, b) for a, b in zip(x, y, strict=True) if a is not None and b is not None]
     xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -150,7 +147,7 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     if not getattr(protocol, "reference", None):
         return {}
     from cltoolkit.project import find_project
-    from cltoolkit.suites.wmf import reference as ref
+    from cltoolkit.suites.wmf.reproduction import reference as ref
 
     path = find_project().root / protocol.reference
     if not path.is_file():
@@ -166,7 +163,7 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     rep["perCell"] = ref.per_cell(rep)
     out: dict[str, Any] = {"reproduction": {"source": protocol.reference, **rep}}
     if protocol.seedAnalyses is not None:
-        from cltoolkit.suites.wmf.findings import findings
+        from cltoolkit.suites.wmf.reproduction.findings import findings
 
         out["seedFindings"] = findings(records, seed_runs, protocol.seedAnalyses.axisMethods)
     return out
@@ -176,13 +173,13 @@ PAIR_P_TESTS = "sign-flip permutation test of the mean paired difference (H0: sy
 """What a declared method pair's p tests (a mean-type test, whatever the declared aggregate)."""
 
 
-class WmfAnalysis(Analysis):
-    def expected_values(self, protocol: ProtocolBase, record: RunRecord) -> dict[str, ValueKind]:
+class WmfAnalysis(Analysis[WmfProtocol]):
+    def expected_values(self, protocol: WmfProtocol, record: RunRecord) -> dict[str, ValueKind]:
         """Each declared metric's record field: a finite number, or null where the run did not measure it."""
         return {METRICS[m.id].key: NUMBER_OR_NULL for m in protocol.metrics if m.id in METRICS}
 
     def replicates(
-        self, protocol: ProtocolBase, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+        self, protocol: WmfProtocol, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
         key = METRICS[metric].key
         out: dict[str, float] = {}
@@ -193,12 +190,10 @@ class WmfAnalysis(Analysis):
                     out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = value
         return {scope: out}
 
-    def summaries(self, protocol: ProtocolBase, records: Sequence[RunRecord]) -> dict[str, Any]:
+    def summaries(self, protocol: WmfProtocol, records: Sequence[RunRecord]) -> dict[str, Any]:
         from cltoolkit.stats.multiplicity import holm
         from cltoolkit.stats.paired import sign_flip_p
-        from cltoolkit.suites.wmf.models import WmfProtocol
 
-        assert isinstance(protocol, WmfProtocol)
         comps = [c.id for c in protocol.comparisons]
         by = by_cell_and_comparison(records)
         cells: dict[str, Any] = {}
@@ -220,12 +215,12 @@ class WmfAnalysis(Analysis):
             for cell in present:
                 a = numbers_by_seed(by.get((cell, pair.method), []), pair.metric)
                 b = numbers_by_seed(by.get((cell, pair.reference), []), pair.metric)
-                diffs = [a[s] - b[s] for s in sorted(a) if s in b]
+                by_seed = {s: a[s] - b[s] for s in sorted(a) if s in b}
+                diffs = list(by_seed.values())
                 pooled.extend(diffs)
                 if unit is not None:  # the declared unit of analysis: one pooled value per cluster
-                    for s in sorted(a):
-                        if s in b:
-                            by_cluster.setdefault(unit.cluster_of(s, None, cell), []).append(a[s] - b[s])
+                    for s, diff in by_seed.items():
+                        by_cluster.setdefault(unit.cluster_of(s, None, cell), []).append(diff)
                 if diffs:
                     p = sign_flip_p(np.asarray(diffs)).p  # exact: n is the seeds of one cell
                     per_cell[cell] = {
@@ -280,7 +275,7 @@ class WmfAnalysis(Analysis):
                 "dTrans": _spearman(rd, d_trans),
                 "taskBFromScratch": _spearman(rd, from_scratch),
             }
-        from cltoolkit.suites.wmf.seedstats import adequacy, fingerprint, seed_analyses
+        from cltoolkit.suites.wmf.reproduction.seedstats import adequacy, fingerprint, seed_analyses
 
         extra: dict[str, Any] = {"adequacy": adequacy(protocol, records)}
         if protocol.fingerprint is not None:
@@ -297,7 +292,7 @@ class WmfAnalysis(Analysis):
             **_reproduction(protocol, records),
         }
 
-    def report_markdown(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+    def report_markdown(self, protocol: WmfProtocol, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         def fmt(s: dict[str, Any]) -> str:
             if not s or s.get("median") is None:
                 return "null"
@@ -366,7 +361,7 @@ class WmfAnalysis(Analysis):
             "p: two-sided permutation p of Spearman's rho, exact over all n! orders of the n cells (scipy's t "
             "approximation, used before, is wrong at 3 to 9 cells).",
         ]
-        from cltoolkit.suites.wmf.seedstats import adequacy_lines, fingerprint_lines, seed_lines
+        from cltoolkit.suites.wmf.reproduction.seedstats import adequacy_lines, fingerprint_lines, seed_lines
 
         if summaries.get("fingerprint"):
             lines += ["", *fingerprint_lines(summaries["fingerprint"])]
@@ -375,13 +370,13 @@ class WmfAnalysis(Analysis):
         if summaries.get("seedAnalyses"):
             lines += ["", *seed_lines(summaries["seedAnalyses"])]
         lines += ["", "## Fixed in code, not protocol fields (`cltoolkit/suites/wmf/world.py`)", ""]
-        lines += [f"- {item}" for item in _fixed_in_code(protocol, self.regs)]
+        lines += [f"- {item}" for item in _fixed_in_code(protocol, self.project_regs())]
         if summaries.get("reproduction"):
-            from cltoolkit.suites.wmf.reference import report_lines
+            from cltoolkit.suites.wmf.reproduction.reference import report_lines
 
             lines += ["", *report_lines(summaries["reproduction"])]
         if summaries.get("seedFindings"):
-            from cltoolkit.suites.wmf.findings import findings_lines
+            from cltoolkit.suites.wmf.reproduction.findings import findings_lines
 
             lines += ["", *findings_lines(summaries["seedFindings"])]
         sizes = summaries.get("evaluationSizes")
@@ -405,18 +400,15 @@ class WmfAnalysis(Analysis):
                 lines.append(f"Every one of the {sizes['recorded']} records that record them has the declared sizes.")
         return "\n".join(lines) + "\n"
 
-    def headline(self, protocol: ProtocolBase, summaries: dict[str, Any]) -> list[str]:
+    def headline(self, protocol: WmfProtocol, summaries: dict[str, Any]) -> list[str]:
         """Training adequacy in words, for the top of the report."""
-        from cltoolkit.suites.wmf.seedstats import adequacy_headline
+        from cltoolkit.suites.wmf.reproduction.seedstats import adequacy_headline
 
         return adequacy_headline(summaries["adequacy"]) if summaries.get("adequacy") else []
 
-    def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
+    def figures(self, protocol: WmfProtocol, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
         from matplotlib.figure import Figure
 
-        from cltoolkit.suites.wmf.models import WmfProtocol
-
-        assert isinstance(protocol, WmfProtocol)
         comps = [c.id for c in protocol.comparisons]
         fig = Figure(figsize=(4.0 * len(protocol.families), 3.6))
         axes = fig.subplots(1, len(protocol.families), squeeze=False)[0]

@@ -89,19 +89,10 @@ class FrameEnv:
         pass
 
 
-class MiniGridFrames(FrameEnv):
-    """A MiniGrid task rendered at tile size 8 (or MiniGrid's default 32 with `default_size`) and resized to 64x64
-    (no native 64x64 RGB). Actions are one-hot over the 7 MiniGrid actions, so every MiniGrid pair shares one action
-    width."""
+class GymnasiumFrames(FrameEnv):
+    """A Gymnasium environment (`env`) rendered as RGB frames: reset, seeding and closing as Gymnasium does them."""
 
-    width = MINIGRID_ACTIONS
-
-    def __init__(self, env_id: str, default_size: bool = False) -> None:
-        import gymnasium as gym
-        import minigrid  # noqa: F401 - registers the environments
-
-        size: dict[str, Any] = {} if default_size else {"tile_size": 8}
-        self.env = gym.make(env_id, render_mode="rgb_array", **size)
+    env: Any
 
     def reset(self, seed: int) -> np.ndarray:
         self.env.reset(seed=seed)
@@ -114,6 +105,24 @@ class MiniGridFrames(FrameEnv):
     def next_episode(self) -> np.ndarray:
         self.env.reset()
         return _rendered(self.env)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class MiniGridFrames(GymnasiumFrames):
+    """A MiniGrid task rendered at tile size 8 (or MiniGrid's default 32 with `default_size`) and resized to 64x64
+    (no native 64x64 RGB). Actions are one-hot over the 7 MiniGrid actions, so every MiniGrid pair shares one action
+    width."""
+
+    width = MINIGRID_ACTIONS
+
+    def __init__(self, env_id: str, default_size: bool = False) -> None:
+        import gymnasium as gym
+        import minigrid  # noqa: F401 - registers the environments
+
+        size: dict[str, Any] = {} if default_size else {"tile_size": 8}
+        self.env = gym.make(env_id, render_mode="rgb_array", **size)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
         _, _, terminated, truncated, _ = self.env.step(int(action.argmax()))
@@ -132,9 +141,6 @@ class MiniGridFrames(FrameEnv):
     def stream_action(self) -> np.ndarray:
         return self._one_hot(int(self.env.action_space.sample()))
 
-    def close(self) -> None:
-        self.env.close()
-
 
 def _physics(model: Any, gravity: float | None, mass: float, friction: float, shadows: bool = False) -> None:
     """Runtime physics change on a MuJoCo model (gravity magnitude, every body mass, every friction coefficient),
@@ -148,7 +154,7 @@ def _physics(model: Any, gravity: float | None, mass: float, friction: float, sh
         model.vis.quality.offsamples = 0
 
 
-class GymFrames(FrameEnv):
+class GymFrames(GymnasiumFrames):
     """Gymnasium HalfCheetah (MuJoCo) rendered from the `track` camera at 64x64; or, with `default_size`, its
     default 480x480 frame, shadows on, resized: from Gymnasium 1.x's default camera (the free camera, wmf-v2/v3), or
     with `track` too from the `track` camera, which is what gymnasium 0.29.1 (WorldModelsBenchmark's pin) renders
@@ -177,18 +183,6 @@ class GymFrames(FrameEnv):
         self.width = int(space.shape[0])
         self.low, self.high = space.low, space.high
 
-    def reset(self, seed: int) -> np.ndarray:
-        self.env.reset(seed=seed)
-        return _rendered(self.env)
-
-    def seed(self, seed: int) -> None:
-        self.env.reset(seed=seed)
-        self.env.action_space.seed(seed)
-
-    def next_episode(self) -> np.ndarray:
-        self.env.reset()
-        return _rendered(self.env)
-
     def step(self, action: np.ndarray) -> tuple[np.ndarray, bool]:
         _, _, terminated, truncated, _ = self.env.step(action)
         return _rendered(self.env), bool(terminated or truncated)
@@ -204,9 +198,6 @@ class GymFrames(FrameEnv):
 
         action: np.ndarray = np.asarray(self.env.action_space.sample(), dtype=np.float32)
         return action
-
-    def close(self) -> None:
-        self.env.close()
 
 
 class DmcFrames(FrameEnv):

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from cltoolkit import components
 from cltoolkit.components import Suite
 from cltoolkit.errors import Problem
-from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.suites.wmf.api import WorldModelMethod
 from cltoolkit.suites.wmf.models import WmfProtocol
 
@@ -22,14 +21,13 @@ if TYPE_CHECKING:
 __all__ = ["WmfSuite", "make_method"]
 
 
-def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries | None = None) -> WorldModelMethod:
+def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries) -> WorldModelMethod:
     """The method object of one run (`components.make_method` with this suite's interface)."""
-    from cltoolkit.registry import registries
 
-    return components.make_method(WorldModelMethod, name, hyperparameters, regs or registries())
+    return components.make_method(WorldModelMethod, name, hyperparameters, regs)
 
 
-class WmfSuite(Suite):
+class WmfSuite(Suite[WmfProtocol]):
     """World-model forgetting benchmark."""
 
     name = "wmf"
@@ -41,10 +39,9 @@ class WmfSuite(Suite):
     budget_fields = frozenset({"gradientUpdatesPerTask", "memoryCapacity", "unaccountedSamples"})
     summary = "world-model forgetting: 3 families x 3 distances, 5 methods, PF / RD / FT beside encoder drift"
 
-    def check(self, protocol: ProtocolBase) -> Iterator[Problem]:
+    def check(self, protocol: WmfProtocol) -> Iterator[Problem]:
         """Beyond `clt protocol validate`'s registry, method-interface and hyperparameter checks: method pairs name
         declared comparisons, MiniGrid tasks carry no physics."""
-        assert isinstance(protocol, WmfProtocol)
         ids = {c.id for c in protocol.comparisons}
         for i, pair in enumerate(protocol.methodPairs):
             for field in ("method", "reference"):
@@ -60,18 +57,16 @@ class WmfSuite(Suite):
                     yield Problem(f"/families/{fi}/levels/{li}", "MiniGrid tasks have no physics")
         yield from _feasibility(protocol)
 
-    def cells(self, protocol: ProtocolBase) -> list[str | None]:
-        assert isinstance(protocol, WmfProtocol)
+    def cells(self, protocol: WmfProtocol) -> list[str | None]:
         return list(protocol.cell_ids())
 
-    def derived_clusters(self, protocol: ProtocolBase) -> ClusterPlan | None:
+    def derived_clusters(self, protocol: WmfProtocol) -> ClusterPlan | None:
         """The cells of one seed that share a data set (and so the models trained on it) are one cluster: which ones
         follows from `data.collectionSeeds` (`by-task`: a task's episodes are the same whatever its role, so a task
         that is B in one cell and A in the next links them; `by-role` and `seed-stream`: cells with the same task A,
         or the same task B, share it)."""
         from cltoolkit.protocol.models import ClusterPlan
 
-        assert isinstance(protocol, WmfProtocol)
         by_task = protocol.data.collectionSeeds == "by-task"
         parent = {cell: cell for cell in protocol.cell_ids()}
 
@@ -107,12 +102,11 @@ class WmfSuite(Suite):
         )
         return ClusterPlan(by=["seed", "cellGroup"], cellGroups=shared, shares=shares)
 
-    def plan(self, protocol: ProtocolBase, stage: str | None) -> list[GridPoint]:
+    def plan(self, protocol: WmfProtocol, stage: str | None) -> list[GridPoint]:
         """comparisons x cells (the stage's, or all) x (stage seeds that the cell declares): control cells run fewer
         seeds."""
         from cltoolkit.run.spec import GridPoint
 
-        assert isinstance(protocol, WmfProtocol)
         st = protocol.stage(stage)
         points = []
         cells = [c for c in protocol.cell_ids() if not st.cells or c in st.cells]
@@ -130,15 +124,15 @@ class WmfSuite(Suite):
 
         return device_problem(device)
 
-    def execute(self, protocol: ProtocolBase, spec: RunSpec, workdir: Path) -> RunOutput:
+    def execute(self, protocol: WmfProtocol, spec: RunSpec, workdir: Path) -> RunOutput:
         from cltoolkit.run.spec import RunOutput
         from cltoolkit.suites.devices import describe_device, resolve_device
         from cltoolkit.suites.wmf.driver import run_cell
 
-        assert isinstance(protocol, WmfProtocol) and spec.cell is not None
+        assert spec.cell is not None  # the wmf grid gives every run a cell
         comp = protocol.comparison(spec.comparison)
         device = resolve_device(spec.device)
-        method = make_method(comp.method, comp.hyperparameters, self.regs)
+        method = make_method(comp.method, comp.hyperparameters, self.project_regs())
         out = run_cell(protocol, spec.cell, method, spec.seed, workdir.parent, device)
         return RunOutput(
             metrics=out["metrics"],

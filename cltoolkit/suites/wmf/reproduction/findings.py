@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from cltoolkit.run.record import RunRecord
-from cltoolkit.suites.wmf.reference import Reader, finite, seed_drift
+from cltoolkit.suites.wmf.reproduction.reference import Reader, finite, seed_drift
 
 __all__ = [
     "EXACT_UP_TO",
