@@ -4,7 +4,8 @@ What a block is (a heading, a paragraph, a bullet, a table, a figure slot) and w
 warning) are fields of the block, so rewording a line never changes how the page shows it. Text inside a block is
 Markdown inline text (`**bold**`, `` `code` ``), which both writers keep: the Markdown one as it is, the HTML one
 as <b> and <code>. Suites hand their sections over as Markdown text; `parse_markdown` turns that into blocks once,
-by syntax alone (`#` headings, `- ` bullets, `|` table rows, blank lines), never by wording."""
+by syntax alone (`#` headings, `- ` bullets, `|` table rows, blank lines, `<!-- fold: ... -->` before a paragraph and
+its bullets), never by wording."""
 
 from __future__ import annotations
 
@@ -14,7 +15,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Blank", "Block", "Figures", "Heading", "Item", "Page", "Paragraph", "Table", "parse_markdown"]
+__all__ = [
+    "Blank",
+    "Block",
+    "Figures",
+    "Fold",
+    "Heading",
+    "Item",
+    "Page",
+    "Paragraph",
+    "Table",
+    "fold_marker",
+    "parse_markdown",
+    "slug",
+]
 
 Role = Literal["plain", "verdict", "warning"]
 
@@ -58,7 +72,32 @@ class Blank:
     """A blank line (it separates blocks in Markdown; HTML needs nothing for it)."""
 
 
-Block = Heading | Paragraph | Item | Table | Figures | Blank
+@dataclass(frozen=True)
+class Fold:
+    """A long list folded behind its opening line, so a reader reaches the results first: in HTML a `<details>`
+    (the line; the items when opened), in Markdown the line with the count and a link to the section at the end of
+    the report that holds the list in full (headed `full`)."""
+
+    summary: str
+    items: tuple[str, ...]
+    full: str
+
+
+Block = Heading | Paragraph | Item | Table | Figures | Blank | Fold
+
+_FOLD = re.compile(r"<!-- fold: (.+) -->")
+
+
+def fold_marker(full: str) -> str:
+    """The line that folds the paragraph and bullets after it (see `Fold`); `full`: the heading of the full list."""
+    return f"<!-- fold: {full} -->"
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub writes it (lower case, punctuation dropped, spaces as hyphens); the HTML
+    report gives its headings the same ids."""
+    kept = "".join(c for c in heading.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
 
 
 def parse_markdown(text: str | Iterable[str]) -> list[Block]:
@@ -66,7 +105,23 @@ def parse_markdown(text: str | Iterable[str]) -> list[Block]:
     lines = text.split("\n") if isinstance(text, str) else [x for chunk in text for x in chunk.split("\n")]
     blocks: list[Block] = []
     table: list[str] = []
+    fold: list[str] | None = None  # [full heading, summary, items...] while a fold is open
     for line in lines:
+        if fold is not None:
+            if line.startswith("- "):
+                fold.append(line[2:])
+                continue
+            if not line.strip() and len(fold) < 3:
+                continue  # blank lines between the fold's summary and its first item
+            if len(fold) == 1 and line.strip():
+                fold.append(line)
+                continue
+            blocks.append(Fold(fold[1], tuple(fold[2:]), fold[0]))
+            fold = None
+        opening = _FOLD.fullmatch(line.strip())
+        if opening:
+            fold = [opening.group(1)]
+            continue
         if line.startswith("|"):
             table.append(line)
             continue
@@ -87,10 +142,14 @@ def parse_markdown(text: str | Iterable[str]) -> list[Block]:
             blocks.append(Blank())
     if table:
         blocks.append(Table(tuple(table)))
+    if fold is not None and len(fold) > 1:
+        blocks.append(Fold(fold[1], tuple(fold[2:]), fold[0]))
     return blocks
 
 
 def _markdown_lines(block: Block) -> list[str]:
+    if isinstance(block, Fold):
+        return [f"{block.summary} {len(block.items)} listed in full under [{block.full}](#{slug(block.full)})."]
     if isinstance(block, Heading):
         return ["#" * block.level + " " + block.text]
     if isinstance(block, Paragraph):
@@ -148,8 +207,11 @@ def _table_html(table: Table) -> list[str]:
 
 
 def _html_lines(block: Block, figures: Mapping[str, str]) -> list[str]:
+    if isinstance(block, Fold):
+        items = "".join(f"<li>{_inline(item)}</li>" for item in block.items)
+        return [f"<details><summary>{_inline(block.summary)} ({len(block.items)})</summary><ul>{items}</ul></details>"]
     if isinstance(block, Heading):
-        return [f"<h{block.level}>{_inline(block.text)}</h{block.level}>"]
+        return [f'<h{block.level} id="{slug(block.text)}">{_inline(block.text)}</h{block.level}>']
     if isinstance(block, Paragraph):
         if block.role == "verdict":
             return [f'<p id="verdict">{_inline(block.text)}</p>']

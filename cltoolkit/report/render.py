@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from cltoolkit.report.checklist import commit_lines, compute_lines, split_lines
 from cltoolkit.report.figures import figures as report_figures
 from cltoolkit.report.figures import png
 from cltoolkit.report.format import decision_text, fmt, interval_text, p_text, permutation_text
-from cltoolkit.report.page import Blank, Block, Item, Page, Paragraph, parse_markdown
+from cltoolkit.report.page import Blank, Block, Item, Page, Paragraph, fold_marker, parse_markdown
 from cltoolkit.run.record import RunRecord
 
 __all__ = ["figure_blocks", "markdown_report", "render_report", "report_page", "report_paths", "write_reports"]
@@ -148,6 +149,19 @@ def _headline(p: Any, r: Results, regs: Registries) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def _folded(lines: list[str]) -> tuple[list[str], list[str]]:
+    """A note that opens the report (an opening paragraph, then bullets) as it opens it, and its section in full
+    for the end of the report: with more than `COMPACT_AFTER` bullets, the bullets fold behind the paragraph (see
+    `page.Fold`) and the end section lists them; otherwise the note as it is and no end section."""
+    bullets = [line for line in lines if line.startswith("- ")]
+    if not _long(bullets):
+        return lines, []
+    opening = " ".join(line for line in lines[: lines.index(bullets[0])] if line.strip())
+    lead = re.match(r"\*\*([^*:]+)", opening)
+    full = f"{lead.group(1).strip() if lead else 'Opening notes'} in full"
+    return [fold_marker(full), opening, "", *bullets, ""], [f"## {full}", "", opening, "", *bullets, ""]
+
+
 def report_page(loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries) -> Page:
     """The report as one page model; `regs` are the project's registries."""
     p = loaded.model
@@ -163,9 +177,11 @@ def report_page(loaded: LoadedProtocol, results: Results, records: Sequence[RunR
         ]
     )
     blocks += [Paragraph(_verdict(p, r), "verdict"), Blank()]
+    headline, headline_full = _folded(_headline(p, r, regs))
+    errata, errata_full = _folded(_errata_lines(p))
     blocks += parse_markdown(
         [
-            *_headline(p, r, regs),
+            *headline,
             f"Goal: {p.goal}",
             "",
             f"Evidence: {len(r.evidence)} sealed run record(s), each pinned by its seal in the results block "
@@ -198,7 +214,7 @@ def report_page(loaded: LoadedProtocol, results: Results, records: Sequence[RunR
         ]
     lines = [
         *_amendment_lines(p),
-        *_errata_lines(p),
+        *errata,
         *_claims(p, r, regs),
         "## Runs",
         "",
@@ -295,6 +311,8 @@ def report_page(loaded: LoadedProtocol, results: Results, records: Sequence[RunR
     lines += [matrix_markdown([x for x in records if x.status.state == "completed"]), "<!-- figures:runs -->", ""]
     lines += [
         *_amendments_in_full(p),
+        *errata_full,
+        *headline_full,
         "## Every planned run (raw scores)",
         "",
         "| run | comparison | seed | status | scores |",
@@ -395,15 +413,12 @@ def _amendment_lines(p: ProtocolBase) -> list[str]:
     amendments = p.status.codeAmendments if p.status else []
     if not amendments:
         return []
-    compact = len(amendments) > COMPACT_AFTER
+    compact = _long([a.reason for a in amendments])
     return [
+        *([fold_marker(AMENDMENTS_IN_FULL)] if compact else []),
         f"**Code amendments: {len(amendments)} change(s) of the pinned evaluator after this protocol was frozen "
         "(not pre-registered).** Runs of the amended code are accepted beside runs of the frozen code"
-        + (
-            " (each one's first sentence; the full texts close the report, 'Code amendments in full'):"
-            if compact
-            else ":"
-        ),
+        + ("." if compact else ":"),
         "",
         *(
             f"- {a.on.isoformat()}, `{a.component}` now `{a.sourceSha256[:19]}...`: "
@@ -414,8 +429,19 @@ def _amendment_lines(p: ProtocolBase) -> list[str]:
     ]
 
 
+AMENDMENTS_IN_FULL = "Code amendments in full"
+
+
 COMPACT_AFTER = 3
-"""More code amendments than this open the report one line each (their first sentence) and close it in full."""
+"""A note that opens the report with more items than this (code amendments, errata, the suite's headline), or with
+more than `FOLD_CHARACTERS` of them, folds them behind its opening line (HTML: inside a `<details>`; Markdown: a
+count and a link) and lists them in full at the end of the report."""
+FOLD_CHARACTERS = 600
+
+
+def _long(items: Sequence[str]) -> bool:
+    """Whether a note's items fold (see `COMPACT_AFTER`)."""
+    return len(items) > COMPACT_AFTER or sum(map(len, items)) > FOLD_CHARACTERS
 
 
 def _first_sentence(text: str, limit: int = 200) -> str:
@@ -430,10 +456,10 @@ def _first_sentence(text: str, limit: int = 200) -> str:
 def _amendments_in_full(p: ProtocolBase) -> list[str]:
     """The full texts of the code amendments the report opened with in one line each."""
     amendments = p.status.codeAmendments if p.status else []
-    if len(amendments) <= COMPACT_AFTER:
+    if not _long([a.reason for a in amendments]):
         return []
     return [
-        "## Code amendments in full",
+        f"## {AMENDMENTS_IN_FULL}",
         "",
         *(f"- {a.on.isoformat()}, `{a.component}` now `{a.sourceSha256}`: {a.reason}" for a in amendments),
         "",

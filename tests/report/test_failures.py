@@ -88,5 +88,9 @@ def test_many_code_amendments_open_the_report_one_line_each_and_close_it_in_full
     assert "More detail" not in top
     end = "\n".join(_amendments_in_full(protocol))
     assert end.startswith("## Code amendments in full") and end.count(reason) == COMPACT_AFTER + 1
-    protocol = protocol_with(amendments[:COMPACT_AFTER])
-    assert _amendments_in_full(protocol) == [] and reason in "\n".join(_amendment_lines(protocol))
+    assert top.startswith("<!-- fold: Code amendments in full -->")  # folded: HTML <details>, Markdown a count
+    protocol = protocol_with(amendments[:COMPACT_AFTER])  # few, but long: folded too
+    assert _amendments_in_full(protocol) and "More detail" not in "\n".join(_amendment_lines(protocol))
+    short = [a.model_copy(update={"reason": "A short reason."}) for a in amendments[:COMPACT_AFTER]]
+    protocol = protocol_with(short)
+    assert _amendments_in_full(protocol) == [] and "A short reason." in "\n".join(_amendment_lines(protocol))

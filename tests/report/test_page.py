@@ -41,7 +41,7 @@ def test_tables_headings_and_figure_slots() -> None:
     page = Page(tuple(blocks))
     assert page.markdown() == "## Gates\n\n| a | b |\n|---|---|\n| **PASS** | 0.01 |\n"  # no image in Markdown
     assert page.html_body({"gates": "<figure>g</figure>"}).split("\n") == [
-        "<h2>Gates</h2>",
+        '<h2 id="gates">Gates</h2>',
         "<table><tr><th>a</th><th>b</th></tr>",
         "<tr><td class='n'><b class=\"pass\">PASS</b></td><td class='n'>0.01</td></tr>",
         "</table>",
@@ -64,3 +64,36 @@ def test_a_value_with_its_range_breaks_between_the_two_never_inside() -> None:
 def test_every_committed_report_goes_through_the_model_unchanged(path: Path) -> None:
     text = path.read_text()
     assert Page(tuple(parse_markdown(text))).markdown() == text
+
+
+def test_a_folded_note_is_one_line_in_markdown_and_a_closed_details_in_html() -> None:
+    from cltoolkit.report.page import Fold, fold_marker, slug
+
+    lines = [fold_marker("Errata in full"), "**Errata: 2 found.** After the freeze.", "", "- one `a`", "- two", ""]
+    blocks = parse_markdown([*lines, "## Claims"])
+    assert blocks[0] == Fold("**Errata: 2 found.** After the freeze.", ("one `a`", "two"), "Errata in full")
+    assert blocks[-1] == Heading(2, "Claims")
+    page = Page(tuple(blocks))
+    assert page.markdown().split("\n")[0] == (
+        "**Errata: 2 found.** After the freeze. 2 listed in full under [Errata in full](#errata-in-full)."
+    )
+    assert "one" not in page.markdown()  # the items live in the full section at the end
+    html = page.html_body()
+    assert html.startswith("<details><summary><b>Errata: 2 found.</b> After the freeze. (2)</summary><ul>")
+    assert "<li>one <code>a</code></li><li>two</li></ul></details>" in html
+    assert '<h2 id="claims">Claims</h2>' in html
+    assert slug("Code amendments in full") == "code-amendments-in-full"
+
+
+def test_the_report_folds_long_notes_and_lists_them_in_full_at_the_end() -> None:
+    from cltoolkit.report.render import _folded
+
+    short = ["**Note:** two items.", "", "- a", "- b", ""]
+    assert _folded(short) == (short, [])
+    long = ["**Training adequacy: under-trained** (thresholds):", "", *(f"- cell {i}" for i in range(5)), ""]
+    top, end = _folded(long)
+    assert top[0] == "<!-- fold: Training adequacy in full -->"
+    assert end[:2] == ["## Training adequacy in full", ""]
+    assert [x for x in end if x.startswith("- ")] == [f"- cell {i}" for i in range(5)]
+    wordy = ["**Errata:** one long.", "", "- " + "x" * 700, ""]  # one item, but long
+    assert _folded(wordy)[1]

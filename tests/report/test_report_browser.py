@@ -1,5 +1,6 @@
 """Every committed report, opened in headless Chromium at 1400 x 900: every image decodes, no table is wider than
-the viewport, and the verdict sits in the first screen. Screenshots go to build/screenshots/ (git-ignored)."""
+the viewport, and the verdict and the first results table (the claims) start in the first screen: long notes above
+them (code amendments, errata, a suite's headline) are folded. Screenshots go to build/screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ window.addEventListener("load", () => {
                 .map(t => (t.rows[0] ? t.rows[0].innerText : "").slice(0, 80)),
     pageWidth: document.documentElement.scrollWidth,
     verdictBottom: verdict ? verdict.getBoundingClientRect().bottom : null,
+    firstTableTop: tables.length ? tables[0].getBoundingClientRect().top : null,
+    folded: [...document.querySelectorAll("details")].filter(d => d.open).length,
   };
   const pre = document.createElement("pre");
   pre.id = "probe";
@@ -70,6 +73,8 @@ def test_report_reads_in_a_browser(report: Path, tmp_path: Path) -> None:
     assert not probe["wide"], f"tables wider than {WIDTH} px: {probe['wide']}"
     assert probe["pageWidth"] <= WIDTH, probe
     assert probe["verdictBottom"] is not None and probe["verdictBottom"] <= HEIGHT, probe
+    assert probe["firstTableTop"] is not None and probe["firstTableTop"] < probe["height"], probe  # results: 1st screen
+    assert probe["folded"] == 0, probe  # folded notes start closed
     shots = REPO / "build" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     name = str(report.relative_to(REPO / "reports")).replace("/", "_").removesuffix(".html") + ".png"

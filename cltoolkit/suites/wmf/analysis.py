@@ -428,6 +428,9 @@ class WmfAnalysis(Analysis[WmfProtocol]):
             ax.set_xlabel("log10 encoder drift (recon A after B / after A)")
             ax.set_ylabel("PF (nats)")
             ax.set_title(family.id, fontsize=9)
-        axes[0].legend(fontsize=7)
+        for ax in axes:  # the legend on the first family with runs (a stage may not have run every family yet)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+                break
         fig.tight_layout()
         return [("PF (latent, fixed basis) against encoder drift (pixels), one point per run, per family", fig)]
