@@ -26,7 +26,7 @@ __all__ = ["ENTRY_POINT_GROUP", "KINDS", "Registries", "Registry", "registries",
 
 T = TypeVar("T")
 ENTRY_POINT_GROUP = "cltoolkit.plugins"
-KINDS = ("suite", "environment", "method", "metric", "analysis", "executor")
+KINDS = ("suite", "method", "metric", "analysis", "executor")
 _BUILTIN_FILE = Path(__file__).resolve().parent.parent / "registry" / "components.json"
 
 
@@ -201,10 +201,6 @@ class Registries:
     def executor(self) -> Registry[Any]:
         return self.by_kind["executor"]
 
-    @property
-    def environment(self) -> Registry[Any]:
-        return self.by_kind["environment"]
-
     def load_file(self, path: Path, origin: str, search_path: str | None = None) -> None:
         """Register every entry of a components file (kind -> name -> "module:attr")."""
         from cltoolkit.protocol.load import load_json_file
@@ -228,7 +224,6 @@ def _bases() -> dict[str, type | None]:
 
     return {
         "suite": components.Suite,
-        "environment": None,
         "method": components.Method,
         "metric": components.Metric,
         "analysis": components.Analysis,

@@ -85,7 +85,7 @@ def schema(name: Annotated[str, typer.Argument(help="protocol | lock | run-recor
 @command(app, "list")
 def list_(
     kind: Annotated[
-        str | None, typer.Argument(help="suite | environment | method | metric | analysis | executor")
+        str | None, typer.Argument(help="suite | method | metric | analysis | executor")
     ] = None,
     name: Annotated[
         str | None, typer.Argument(help="One component: its summary, parameters, types and defaults.")
@@ -106,7 +106,7 @@ def list_(
     for k in kinds:
         reg = regs[k]
         for n in reg.names():
-            summary = _summary(reg.get(n)) if k != "environment" else ""
+            summary = _summary(reg.get(n))
             rows.append({"kind": k, "name": n, "summary": summary, "target": reg.target(n), "origin": reg.origin(n)})
     if json_out:
         print_json(rows)
@@ -115,9 +115,6 @@ def list_(
 
     from cltoolkit.cli._common import console
 
-    if not rows and kind == "environment":
-        typer.echo("no environments are registered on their own: each suite builds its environments from its protocol")
-        return
     table = Table("kind", "name", "summary", "target", "origin")
     for row in rows:
         table.add_row(*(row[c] for c in ("kind", "name", "summary", "target", "origin")))
