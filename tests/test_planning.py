@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cltoolkit.planning import _alpha, declared_replicates, family_size, reported_stage
 from cltoolkit.registry import registries
 from tests.conftest import REPO
 
 
+@pytest.mark.committed
 def test_nav4_is_planned_with_its_seven_hypothesis_family_and_validation_stage() -> None:
     from cltoolkit.component_validation import load_protocol
 

@@ -86,6 +86,7 @@ def test_verify_fails_closed_without_git_unless_told(tmp_path: Path) -> None:
     assert done.returncode == 1 and "git is not installed" in done.stderr
 
 
+@pytest.mark.committed
 def test_a_report_outside_git_says_the_history_was_not_checked(tmp_path: Path) -> None:
     clone = tmp_path / "copy"
     for folder in ("protocols", "registry", "runs/ladder-v1"):
@@ -183,6 +184,7 @@ def test_a_budget_field_the_suite_does_not_enforce_is_refused(
     assert out.exit_code == 2 and f"/budget/{field}: the " in out.output and "enforces no" in out.output, out.output
 
 
+@pytest.mark.committed
 def test_a_report_checked_from_another_working_folder_reads_the_project_it_was_given(tmp_path: Path) -> None:
     clt = str(Path(sys.executable).parent / "clt")
     env = {k: v for k, v in os.environ.items() if k != "CLT_ROOT"}

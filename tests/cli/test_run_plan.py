@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cltoolkit.run.estimate import MeasuredTimes, estimate, measured_times
 from cltoolkit.run.spec import GridPoint
 from tests.conftest import REPO
@@ -27,6 +29,7 @@ def test_plan_and_estimate_printed_first(project, cli) -> None:
     assert sum(": completed - running" in line for line in rest.stderr.splitlines()) == 22
 
 
+@pytest.mark.committed
 def test_estimate_uses_nearest_measurement() -> None:
     protocols = REPO / "protocols"
     own = measured_times([], "store", "wmf-v2", protocols / "wmf-v2.json")

@@ -129,6 +129,7 @@ def test_a_lock_without_pins_keeps_working_and_its_report_says_not_pinned(mine: 
     assert "Evaluator code: not pinned" in (mine.reports_dir / "toy-v1" / "report.md").read_text()
 
 
+@pytest.mark.committed
 def test_every_committed_report_of_an_unpinned_lock_says_so() -> None:
     from tests.conftest import REPO
 

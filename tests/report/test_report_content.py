@@ -31,6 +31,7 @@ def test_the_tested_bound_is_drawn_where_it_is_tested(test: str, comparator: str
     assert figures.tested_bound(_gate(test, comparator, reference="b", margin=0.05)) == expected
 
 
+@pytest.mark.committed
 def test_ladder_rungs_are_means_over_seeds() -> None:
     from cltoolkit.component_validation import load_protocol
     from cltoolkit.registry import registries
@@ -64,6 +65,7 @@ def test_numbers_and_p_values_have_one_format() -> None:
     assert format.p_text(None) == "-"
 
 
+@pytest.mark.committed
 @pytest.mark.parametrize("report", sorted(REPO.glob("reports/*/report.md")), ids=lambda p: p.parent.name)
 def test_committed_reports_answer_first_and_leak_no_python(report) -> None:
     text = report.read_text()
@@ -75,6 +77,7 @@ def test_committed_reports_answer_first_and_leak_no_python(report) -> None:
     assert results["resultsVersion"] == 2
 
 
+@pytest.mark.committed
 def test_the_nav4_report_explains_the_new_task_failure_and_names_reused_records() -> None:
     text = (REPO / "reports" / "nav4-v1" / "report.md").read_text()
     assert "## Immediate success by task position" in text
@@ -98,6 +101,7 @@ def test_committed_reports_print_every_erratum_of_their_protocol(report) -> None
         assert f"- Found {erratum['found']}: {erratum['text']}" in text
 
 
+@pytest.mark.committed
 def test_the_readme_and_status_note_state_the_committed_reproduction_numbers() -> None:
     # prose written by hand beside a results block drifts when the block is re-reported: pin it to the block
     protocol = json.loads((REPO / "protocols" / "wmf-v2.json").read_text())

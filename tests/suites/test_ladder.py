@@ -117,6 +117,7 @@ def test_end_to_end_and_declarative(project, cli) -> None:
     assert set(control["values"]) == {"aggressive", "conservative", "delayed", "fitted"}
 
 
+@pytest.mark.committed
 def test_shipped_results_reproduce(tmp_path: Path) -> None:
     """The committed ladder-v1 results come from the committed records (same summaries recomputed)."""
     committed = read(REPO / "protocols" / "ladder-v1.json")

@@ -439,6 +439,7 @@ def test_stage_cache_loads_data_only_after_its_digest(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+@pytest.mark.committed
 def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> None:
     import statistics
 
@@ -745,6 +746,7 @@ def _lite_records() -> tuple[WmfProtocol, list]:  # type: ignore[type-arg]
     return protocol, [read_record(p) for p in sorted((REPO / "runs" / "wmf-lite-v1").glob("*/record.json"))]
 
 
+@pytest.mark.committed
 def test_adequacy_names_each_under_trained_model_and_the_metrics_resting_on_it() -> None:
     """Thresholds from the protocol: a task-A model is flagged by seed when its fit gain is below the minimum or its
     held-out reconstruction exceeds the ratio of the same model's at initialisation; the from-scratch reference by
@@ -773,6 +775,7 @@ def test_adequacy_names_each_under_trained_model_and_the_metrics_resting_on_it()
     assert "no adequacy thresholds" in "\n".join(adequacy_headline(adequacy(protocol, records)))
 
 
+@pytest.mark.committed
 def test_seed_analyses_follow_the_seed_definitions() -> None:
     """Axis = median over the axis methods of each method's median RD; control cell = no method's median relative
     task-A loss above the threshold; d_z = mean / SD (ddof 1) of paired differences; skew = max - median > factor x
