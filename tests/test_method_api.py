@@ -227,18 +227,18 @@ def test_a_wmf_method_cannot_sample_data_it_was_not_given_nor_update_outside_the
 
     protocol = _tiny(tmp_path)
 
-    class HeldOut(WorldModelMethod):
+    class HeldOut(WorldModelMethod[None]):
         """Tries to train on episodes it built itself (e.g. held-out ones): refused."""
 
         def sampling(self, task: Any) -> Any:
             return Sampling([(object(), task.batch)])  # type: ignore[list-item]
 
     with pytest.raises(TypeError, match="a sampling source must be a TrainingSet the suite handed to the method"):
-        run_cell(protocol, "minigrid-min", HeldOut(name="mine.heldout"), 0, tmp_path / "s")
+        run_cell(protocol, "minigrid-min", HeldOut(params=None, name="mine.heldout"), 0, tmp_path / "s")
     with pytest.raises(TypeError, match="made by the suite only"):
         TrainingSet(None, "A")  # type: ignore[arg-type]
 
-    class ExtraUpdates(WorldModelMethod):
+    class ExtraUpdates(WorldModelMethod[None]):
         """Fine-tunes on its own at the end of task A: updates the suite did not count."""
 
         def end_task(self, model: Any, task: Any) -> None:
@@ -246,7 +246,7 @@ def test_a_wmf_method_cannot_sample_data_it_was_not_given_nor_update_outside_the
                 next(model.parameters()).add_(1.0)
 
     with pytest.raises(BudgetViolation, match="end_task changed parameter values outside the suite's updates"):
-        run_cell(protocol, "minigrid-min", ExtraUpdates(name="mine.extra"), 0, tmp_path / "s")
+        run_cell(protocol, "minigrid-min", ExtraUpdates(params=None, name="mine.extra"), 0, tmp_path / "s")
 
 
 def test_a_nav4_run_stopped_between_tasks_and_restored_continues_as_if_never_stopped() -> None:

@@ -84,9 +84,7 @@ def schema(name: Annotated[str, typer.Argument(help="protocol | lock | run-recor
 
 @command(app, "list")
 def list_(
-    kind: Annotated[
-        str | None, typer.Argument(help="suite | method | metric | analysis | executor")
-    ] = None,
+    kind: Annotated[str | None, typer.Argument(help="suite | method | metric | analysis | executor")] = None,
     name: Annotated[
         str | None, typer.Argument(help="One component: its summary, parameters, types and defaults.")
     ] = None,

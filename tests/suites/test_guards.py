@@ -228,7 +228,7 @@ def _wmf_protocol(**changes: Any) -> Any:
     return WmfProtocol.model_validate_json(json.dumps(data), strict=True)
 
 
-def _wmf_run(tmp_path: Path, method: wmf.WorldModelMethod, **changes: Any) -> dict[str, Any]:
+def _wmf_run(tmp_path: Path, method: wmf.WorldModelMethod[Any], **changes: Any) -> dict[str, Any]:
     from cltoolkit.suites.wmf.driver import run_cell
 
     return run_cell(_wmf_protocol(**changes), "minigrid-min", method, 0, tmp_path / "store")
@@ -270,7 +270,7 @@ class WmfSteps(Finetuning):
         self.calls.append(("after_step", step.update))
 
 
-def _wmf(cls: type[wmf.WorldModelMethod]) -> wmf.WorldModelMethod:
+def _wmf(cls: type[wmf.WorldModelMethod[Any]]) -> wmf.WorldModelMethod[Any]:
     return cls(params=None, hyperparameters={}, name="user.method")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cltoolkit.suites.library import core as lib
-from cltoolkit.suites.wmf.api import Minibatch, Sampling, TaskEnd, TaskStart, WorldModelMethod
+from cltoolkit.suites.wmf.api import Minibatch, ParamsT, Sampling, TaskEnd, TaskStart, WorldModelMethod
 
 if TYPE_CHECKING:
     import torch
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["WmfAGEM", "WmfL2", "WmfLwF", "WmfMAS", "WmfOnlineEWC", "WmfReplay", "WmfSI"]
 
 
-class _WmfLibrary(WorldModelMethod):
+class _WmfLibrary(WorldModelMethod[ParamsT]):
     own_task_a_model: ClassVar[bool] = True
 
     algo: lib.OnlineEWC | lib.SynapticIntelligence | lib.L2Anchor | lib.MAS
@@ -48,7 +48,7 @@ def _loss(model: RSSM) -> Any:
     return loss
 
 
-class _WmfImportance(_WmfLibrary):
+class _WmfImportance(_WmfLibrary[ParamsT]):
     """A penalty weighted by importances computed at a task's end from the phase's last minibatches, which the
     method keeps (its own copies: used outside the updates, so their passes are its bookkeeping)."""
 
@@ -82,7 +82,7 @@ class _WmfImportance(_WmfLibrary):
             self.kept = [(b[0], b[1]) for b in state["kept"]]
 
 
-class WmfOnlineEWC(_WmfImportance):
+class WmfOnlineEWC(_WmfImportance[lib.EwcFields]):
     """Online EWC (Kirkpatrick et al. 2017; Schwarz et al. 2018): the empirical Fisher of the world-model loss on the
     phase's last `fisherBatches` minibatches, merged into a running Fisher at each task's end (every parameter, the
     encoder's included, unlike `wmf.ewc`'s transition-only Fisher)."""
@@ -102,7 +102,7 @@ class WmfOnlineEWC(_WmfImportance):
         self.algo.end_task(model.named_parameters, self.kept, _loss(model))
 
 
-class WmfSI(_WmfLibrary):
+class WmfSI(_WmfLibrary[lib.SiFields]):
     """Synaptic Intelligence (Zenke et al. 2017) on the step hooks: the path integral of the gradient read after
     backward (the world-model loss plus the penalty) times each step's parameter change."""
 
@@ -130,7 +130,7 @@ class WmfSI(_WmfLibrary):
         return self.algo.penalty(model.named_parameters)
 
 
-class WmfL2(_WmfLibrary):
+class WmfL2(_WmfLibrary[lib.L2Fields]):
     """An L2 pull towards the parameters at the end of task A (the unweighted baseline)."""
 
     Params = lib.L2Fields
@@ -148,7 +148,7 @@ class WmfL2(_WmfLibrary):
         return self.algo.penalty(model.named_parameters)
 
 
-class WmfReplay(WorldModelMethod):
+class WmfReplay(WorldModelMethod[lib.ReplayFields]):
     """Experience replay from the suite's window memory: at a task's end its training windows are offered to the
     memory (reservoir or task-balanced, at most `capacity` windows); from then on `replayShare` of each update's
     windows are drawn from memory (counted as replay). Unlike `wmf.replay-infinite`, which keeps every window."""
@@ -175,7 +175,7 @@ class WmfReplay(WorldModelMethod):
         return {"memoryWindows": float(len(self.memory))} if self.memory is not None else {}
 
 
-class WmfAGEM(WorldModelMethod):
+class WmfAGEM(WorldModelMethod[lib.AgemFields]):
     """A-GEM (Chaudhry et al. 2019) on the after-backward hook: at task A's end its training windows go to the
     suite's window memory; every task-B step's gradient is projected against the world-model loss's gradient on
     `referenceSamples` windows drawn from it (drawn and counted by the suite as replay)."""
@@ -218,7 +218,7 @@ def _predictions(model: RSSM, obs: torch.Tensor, actions: torch.Tensor) -> torch
     return torch.cat([z.flatten(1), prior.flatten(1)], -1)
 
 
-class WmfMAS(_WmfImportance):
+class WmfMAS(_WmfImportance[lib.MasFields]):
     """Memory Aware Synapses (Aljundi et al. 2018): importance from the gradient of the squared norm of the model's
     predictions (posterior and prior means) on the phase's last `importanceBatches` minibatches, summed over tasks;
     its own task-A phase runs its hooks."""
@@ -238,7 +238,7 @@ class WmfMAS(_WmfImportance):
         self.algo.end_task(model.named_parameters, self.kept, lambda b: _predictions(model, *b))
 
 
-class WmfLwF(WorldModelMethod):
+class WmfLwF(WorldModelMethod[lib.LwfFields]):
     """Learning without Forgetting (Li & Hoiem 2016) for a world model: a frozen copy of the task-A model; every
     task-B update adds the squared error between the model's predictions (posterior and prior means) and the copy's
     on the update's own windows."""

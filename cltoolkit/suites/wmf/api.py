@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from cltoolkit.components import Method
 
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from cltoolkit.protocol._base import Strict
     from cltoolkit.suites.step import Step
     from cltoolkit.suites.wmf.envs import Episodes
     from cltoolkit.suites.wmf.memory import MemoryRequest
@@ -206,8 +207,12 @@ class Minibatch:
     """Update index within the phase."""
 
 
+ParamsT = TypeVar("ParamsT", bound="Strict | None")
+"""A method's `Params` (None for a method without hyperparameters)."""
+
+
 @dataclass
-class WorldModelMethod(Method):
+class WorldModelMethod(Method, Generic[ParamsT]):
     """Base of every wmf method (see the module docstring). One instance per run; hooks return values or change the
     model they are handed; the suite applies them."""
 
@@ -224,8 +229,9 @@ class WorldModelMethod(Method):
     """What the method is given: `training` (always), `importance-set` (with `uses_importance_set`). Anything else
     (e.g. `test`, `validation`) is refused by `clt protocol validate`."""
 
-    params: Any = None
-    """The comparison's validated hyperparameters (an instance of `Params`, or None)."""
+    params: ParamsT
+    """The comparison's validated hyperparameters (an instance of `Params`, or None), typed by the class's
+    parameter: `class Mine(WorldModelMethod[MineParams])`."""
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     """The comparison's hyperparameters as written in the protocol."""
     name: str = ""

@@ -223,7 +223,7 @@ def _rows(data: Episodes, n: int, seed: int, role: str, skip: np.ndarray | None 
 def run_cell(
     protocol: WmfProtocol,
     cell: str,
-    method: WorldModelMethod,
+    method: WorldModelMethod[Any],
     seed: int,
     store: Path,
     device: str = "cpu",

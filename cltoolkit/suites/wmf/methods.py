@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-class Finetuning(WorldModelMethod):
+class Finetuning(WorldModelMethod[None]):
     """Sequential training, no protection (the lower bound): task B trains every parameter on B data only."""
 
     summary: ClassVar[str] = "sequential training, no protection"
@@ -54,7 +54,7 @@ class ReplayParams(Strict):
     within it."""
 
 
-class ReplayInfinite(WorldModelMethod):
+class ReplayInfinite(WorldModelMethod[ReplayParams]):
     """Keeps all data of all tasks: the task-B phase trains on batches mixing task-A and task-B windows (upper
     bound; half its updates' windows go to task A, so its FT mixes transfer with a halved budget on B)."""
 
@@ -87,7 +87,7 @@ class EwcParams(Strict):
     code."""
 
 
-class EWC(WorldModelMethod):
+class EWC(WorldModelMethod[EwcParams]):
     """Elastic weight consolidation with the diagonal Fisher of log p(z'|z, a) from h = 0 on held-out task-A
     transitions (exactly zero on every encoder parameter, so it cannot protect the VAE)."""
 
@@ -130,7 +130,7 @@ class ProgressiveParams(Strict):
     frozen column is run on it and reaches the new column through a learned lateral Linear(h, h)."""
 
 
-class ProgressiveNets(WorldModelMethod):
+class ProgressiveNets(WorldModelMethod[ProgressiveParams]):
     """A new GRU column (and prior head) at the switch, reading the frozen column through a lateral connection;
     shared VAE keeps training; the newest column is used at inference."""
 
@@ -182,7 +182,7 @@ class UgParams(Strict):
     (WorldModelsBenchmark): every transition of the window."""
 
 
-class UGMTMMethod(WorldModelMethod):
+class UGMTMMethod(WorldModelMethod[UgParams]):
     """UG-MTM: uncertainty-gated mixture of GRU experts (MC-dropout uncertainty, learned threshold, softmax gate);
     at the switch the next expert is activated and the VAE, prior head and expert 0 are frozen. Its gating lives in
     the model's forward pass; its task-A phase is its own model's."""
@@ -195,7 +195,6 @@ class UGMTMMethod(WorldModelMethod):
     def build(self, spec: ModelSpec) -> RSSM:
         from cltoolkit.suites.wmf.method_models import UGMTM
 
-        assert isinstance(self.params, UgParams)
         return UGMTM(spec, self.params)
 
     def begin_task(self, model: RSSM, task: TaskStart) -> None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["WmfSuite", "make_method"]
 
 
-def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries) -> WorldModelMethod:
+def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries) -> WorldModelMethod[Any]:
     """The method object of one run (`components.make_method` with this suite's interface)."""
 
     return components.make_method(WorldModelMethod, name, hyperparameters, regs)
