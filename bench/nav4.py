@@ -75,6 +75,7 @@ def main() -> int:
     import torch
 
     from cltoolkit.component_validation import load_protocol
+    from cltoolkit.registry import registries
     from cltoolkit.run.malloc import keep_freed_memory
     from cltoolkit.suites.nav4.agent import AgentLedger, Learner, VecTasks
     from cltoolkit.suites.nav4.env import EgocentricWrapper, Nav4Env
@@ -85,7 +86,7 @@ def main() -> int:
     seed = lambda rng: int(rng.integers(20_000))  # noqa: E731
     nav = {task: round(_rate(Nav4Env(task), args.seconds, seed)) for task in ("goal", "key", "hazards", "combined")}
     doorkey = round(_rate(EgocentricWrapper(gym.make("MiniGrid-DoorKey-8x8-v0"), "key"), args.seconds, seed))
-    protocol = load_protocol(REPO / "protocols" / "nav4-v1.json").model
+    protocol = load_protocol(REPO / "protocols" / "nav4-v1.json", registries()).model
     method = make_method(protocol.comparisons[0].method, protocol.comparisons[0].hyperparameters)
     params = method.params
     ledger = AgentLedger()

@@ -16,16 +16,15 @@ from cltoolkit.errors import Problem, ValidationFailed, pydantic_problems
 from cltoolkit.protocol.load import display_path, load_json_file
 from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.protocol.validate import LoadedProtocol, id_problems, validate_structure
-from cltoolkit.registry import Registries, registries
+from cltoolkit.registry import Registries
 
 __all__ = ["load_protocol", "validate_document"]
 
 
 def validate_document(
-    document: dict[str, Any], source: str, regs: Registries | None = None, expected_id: str | None = None
+    document: dict[str, Any], source: str, regs: Registries, expected_id: str | None = None
 ) -> tuple[ProtocolBase, list[str]]:
     """Validate a parsed document; returns the model and warnings, raises `ValidationFailed` with every problem."""
-    regs = regs or registries()
     suite_name = document.get("suite")
     if not isinstance(suite_name, str):
         raise ValidationFailed(problems=[Problem(f"{source}: /suite", "required string field missing")])
@@ -271,7 +270,7 @@ def _warnings(model: ProtocolBase, regs: Registries, source: str) -> list[str]:
     return out
 
 
-def load_protocol(path: Path, regs: Registries | None = None) -> LoadedProtocol:
+def load_protocol(path: Path, regs: Registries) -> LoadedProtocol:
     """Strictly load and validate the protocol file at `path` (its id must match the file name)."""
     document = load_json_file(path)
     model, warnings = validate_document(document, display_path(path), regs, expected_id=path.stem)

@@ -15,7 +15,7 @@ from tests.conftest import REPO
 def test_nav4_is_planned_with_its_seven_hypothesis_family_and_validation_stage() -> None:
     from cltoolkit.component_validation import load_protocol
 
-    protocol = load_protocol(REPO / "protocols" / "nav4-v1.json").model
+    protocol = load_protocol(REPO / "protocols" / "nav4-v1.json", regs=registries()).model
     tasks = len(registries().suite.get("nav4")().tasks(protocol))
     assert family_size(protocol, tasks) == 7  # as many hypotheses as the Holm family in the results block
     results = json.loads((REPO / "protocols" / "nav4-v1.json").read_text())["results"]
@@ -40,7 +40,7 @@ def test_a_median_aggregate_gate_is_planned_for_the_sign_test_that_decides_it() 
     from cltoolkit.component_validation import load_protocol
     from cltoolkit.planning import gate_plan
 
-    protocol = load_protocol(REPO / "protocols" / "nav4-v1.json").model
+    protocol = load_protocol(REPO / "protocols" / "nav4-v1.json", regs=registries()).model
     gate = next(g for g in protocol.gates if g.confirmatory and g.test != "equivalence-tost")
     gate = gate.model_copy(update={"delta": 0.1})
     t_plan = gate_plan(protocol, gate, "aggregate", 0.2, "declared", 0, 30)

@@ -17,6 +17,7 @@ from cltoolkit.gatekeeper.gates import Hypothesis, decide_gates
 from cltoolkit.planning import declared_replicates
 from cltoolkit.protocol.models import ClusterPlan
 from cltoolkit.protocol.results import GateResult
+from cltoolkit.registry import registries
 from cltoolkit.run.spec import GridPoint, replicate_key
 from tests.toy_suite import ToyProtocol, toy_protocol
 
@@ -115,16 +116,16 @@ def test_schema_2_refuses_a_pooled_gate_over_cells_without_a_unit_and_counts_clu
     doc["schemaVersion"] = 2
     doc["analysis"].pop("clusters", None)
     with pytest.raises(ValidationFailed) as failed:
-        validate_document(doc, "wmf-v4.json")
+        validate_document(doc, "wmf-v4.json", regs=registries())
     assert [p.where for p in failed.value.problems] == ["wmf-v4.json: /analysis"]
     assert "declare the unit of analysis in analysis.clusters" in failed.value.problems[0].message
     groups = [["gym-min", "gym-med", "gym-max"], ["dmc-min", "dmc-med", "dmc-max"]]
     doc["analysis"]["clusters"] = {"by": ["seed", "cellGroup"], "cellGroups": groups, "shares": "task A"}
-    model, _ = validate_document(doc, "wmf-v4.json")
+    model, _ = validate_document(doc, "wmf-v4.json", regs=registries())
     assert declared_replicates(model, stage="reproduction") == 15  # 3 seeds x (gym, dmc, three MiniGrid cells)
     doc["analysis"]["clusters"]["cellGroups"] = [["gym-min", "gym-mid"], ["gym-min"]]
     with pytest.raises(ValidationFailed) as failed:
-        validate_document(doc, "wmf-v4.json")
+        validate_document(doc, "wmf-v4.json", regs=registries())
     assert [p.where for p in failed.value.problems] == [
         "wmf-v4.json: /analysis/clusters/cellGroups/0/1",
         "wmf-v4.json: /analysis/clusters/cellGroups/1/0",
@@ -138,10 +139,10 @@ def test_clusters_need_schema_2_and_schema_1_documents_validate_as_frozen() -> N
     doc["schemaVersion"] = 1
     doc["analysis"]["clusters"] = {"by": ["seed"], "shares": "streams"}
     with pytest.raises(ValidationFailed) as failed:
-        validate_document(doc, "wmf-v4.json")
+        validate_document(doc, "wmf-v4.json", regs=registries())
     assert [p.where for p in failed.value.problems] == ["wmf-v4.json: /analysis/clusters"]
     doc["analysis"].pop("clusters")
-    validate_document(doc, "wmf-v4.json")  # a frozen schema-1 document with pooled gates stays valid
+    validate_document(doc, "wmf-v4.json", regs=registries())  # a frozen schema-1 document with pooled gates stays valid
 
 
 def test_a_new_freeze_of_pooled_gates_in_format_1_is_refused(project, cli) -> None:

@@ -38,7 +38,7 @@ def test_ladder_rungs_are_means_over_seeds() -> None:
     from cltoolkit.run.record import read_record
     from cltoolkit.suites.ladder.models import LadderProtocol
 
-    protocol = load_protocol(REPO / "protocols" / "ladder-v1.json").model
+    protocol = load_protocol(REPO / "protocols" / "ladder-v1.json", regs=registries()).model
     assert isinstance(protocol, LadderProtocol)
     records = [read_record(p) for p in sorted((REPO / "runs" / "ladder-v1").glob("*/record.json"))]
     metric = "ladder.tracking-mae-v1"

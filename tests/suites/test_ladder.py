@@ -8,13 +8,14 @@ from typing import cast
 import pytest
 
 from cltoolkit.component_validation import load_protocol
+from cltoolkit.registry import registries
 from cltoolkit.suites.ladder import rungs
 from cltoolkit.suites.ladder.analysis import ranks
 from cltoolkit.suites.ladder.methods import LinearModel
 from cltoolkit.suites.ladder.models import LadderProtocol
 from tests.conftest import REPO, read, write
 
-PROTOCOL = cast(LadderProtocol, load_protocol(REPO / "protocols" / "ladder-v1.json").model)
+PROTOCOL = cast(LadderProtocol, load_protocol(REPO / "protocols" / "ladder-v1.json", regs=registries()).model)
 MODELS = {c.id: LinearModel(**c.hyperparameters) for c in PROTOCOL.comparisons if c.method == "ladder.linear"}  # type: ignore[arg-type]
 
 

@@ -248,8 +248,8 @@ def test_seed_level_sensitivity_pairs_by_seed_and_order_and_averages_orders_per_
 def test_two_orders_of_one_seed_share_streams_in_v1_and_not_in_v2() -> None:
     from cltoolkit.component_validation import load_protocol
 
-    v1 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v1.json").model)
-    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json").model)
+    v1 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v1.json", regs=registries()).model)
+    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
     assert v1.stream_seed(3, "o1") == v1.stream_seed(3, "o2") == 3  # nav4-v1 as frozen and run
     assert len({v2.stream_seed(3, o) for o in ("o1", "o2", "o3")}) == 3
     assert v2.stream_seed(3, "o1") == v2.stream_seed(3, "o1")  # deterministic
@@ -263,7 +263,7 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     from cltoolkit.suites.nav4.agent import AgentLedger, Learner
     from cltoolkit.suites.nav4.suite import make_method
 
-    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json").model)
+    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
     comp = v2.comparison("candidate")
     method = cast(UniformReplay, make_method(comp.method, comp.hyperparameters, registries()))
     assert method.params.cloneFrom == "completed-phases"

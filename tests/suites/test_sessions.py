@@ -19,7 +19,7 @@ from cltoolkit.suites.sessions.methods import Affine, KNearest, KNearestParams
 from cltoolkit.suites.sessions.models import SessionsProtocol
 from tests.conftest import REPO, read
 
-PROTOCOL = cast(SessionsProtocol, load_protocol(REPO / "protocols" / "sessions-v1.json").model)
+PROTOCOL = cast(SessionsProtocol, load_protocol(REPO / "protocols" / "sessions-v1.json", regs=registries()).model)
 assert isinstance(PROTOCOL, SessionsProtocol)
 
 
@@ -46,7 +46,7 @@ def test_simulator_follows_the_declared_dynamics() -> None:
 def test_affine_recovers_the_shared_coefficients_without_session_constants() -> None:
     doc = json.loads((REPO / "protocols" / "sessions-v1.json").read_text())
     doc["cohorts"][0]["sessionEffectSd"] = 0.0
-    proto, _ = validate_document(doc, "test")
+    proto, _ = validate_document(doc, "test", regs=registries())
     assert isinstance(proto, SessionsProtocol)
     rows = simulate(proto, proto.cohort("main"), np.random.default_rng(1))
     model = Affine(None)
@@ -89,7 +89,7 @@ def test_check_requires_the_right_held_out_unit() -> None:
     doc = json.loads((REPO / "protocols" / "sessions-v1.json").read_text())
     doc["evaluationSets"][1]["heldOutUnit"] = "session"
     with pytest.raises(ValidationFailed) as info:
-        validate_document(doc, "p.json")
+        validate_document(doc, "p.json", regs=registries())
     assert "p.json: /splits/randomSet: evaluation set 'random-transitions' must hold out 'transition'" in str(
         info.value
     )
@@ -98,19 +98,19 @@ def test_check_requires_the_right_held_out_unit() -> None:
 def test_claim_on_a_unit_not_held_out_warns() -> None:
     doc = json.loads((REPO / "protocols" / "sessions-v1.json").read_text())
     doc["claims"].append({"id": "new-robot", "text": "Transfers to a new arm.", "heldOutUnit": "robot"})
-    _, warnings = validate_document(doc, "p.json")
+    _, warnings = validate_document(doc, "p.json", regs=registries())
     assert warnings == [
         "p.json: /claims/2/heldOutUnit: claim 'new-robot' generalizes over 'robot', which no evaluation set holds "
         "out (held out: session, transition)"
     ]
     doc["claims"][2]["heldOutUnit"] = "Sessions"  # case and plural do not matter
-    assert validate_document(doc, "p.json")[1] == []
+    assert validate_document(doc, "p.json", regs=registries())[1] == []
 
 
 def test_gate_direction_against_metric_warns() -> None:
     doc = json.loads((REPO / "protocols" / "sessions-v1.json").read_text())
     doc["gates"][0]["comparator"] = ">"
-    _, warnings = validate_document(doc, "p.json")
+    _, warnings = validate_document(doc, "p.json", regs=registries())
     assert any("/gates/0/comparator" in w and "better when lower" in w for w in warnings)
 
 

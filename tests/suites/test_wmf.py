@@ -449,7 +449,7 @@ def test_reproduction_of_seed_000_compares_with_the_stored_runs(monkeypatch) -> 
     from tests.conftest import REPO
 
     monkeypatch.setenv("CLT_ROOT", str(REPO))
-    protocol = load_protocol(REPO / "protocols" / "wmf-lite-v1.json").model
+    protocol = load_protocol(REPO / "protocols" / "wmf-lite-v1.json", regs=registries()).model
     protocol = protocol.model_copy(update={"reference": "reference/wmf-seed000-metrics.json"})
     records = [read_record(p) for p in sorted((REPO / "runs" / "wmf-lite-v1").glob("*/record.json"))]
     assert isinstance(protocol, WmfProtocol)
