@@ -136,13 +136,25 @@ class Method(ABC):
 
 
 class Metric(ABC):
-    """A registered, versioned metric; its docstring gives the formula and inputs."""
+    """A registered, versioned metric; its docstring gives the formula and inputs, `compute` its value for one run."""
 
     id: ClassVar[str]
     suite: ClassVar[str]
     unit: ClassVar[str]
     higher_is_better: ClassVar[bool]
     summary: ClassVar[str] = ""
+
+    @classmethod
+    def compute(cls, record: RunRecord, scope: str = "aggregate") -> float | None:
+        """This metric's value for one run, from what its driver measured (`record.metrics`): a finite number, or
+        None where the run did not measure it (never 0 in its place). `scope`: the task of an `each-task` metric,
+        `aggregate` otherwise. By default the record's field named by the metric's `key` class attribute, else by
+        its id (of a per-task object, the `scope` entry); a metric computed from other measurements overrides it
+        (nav4's come from the run's success matrix)."""
+        value = record.metrics.get(getattr(cls, "key", None) or cls.id)
+        if isinstance(value, dict):
+            value = value.get(scope)
+        return float(value) if isinstance(value, int | float) and _is_number(value) else None
 
 
 class Analysis(ABC, Generic[ProtocolT]):

@@ -3,6 +3,8 @@ j), so a changed formula fails here and not only in a committed study."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pytest
 
@@ -54,3 +56,36 @@ def test_immediate_and_final_averages() -> None:
 def test_a_matrix_that_is_not_square_is_refused() -> None:
     with pytest.raises(ValueError, match="must be square"):
         BackwardTransfer.value(np.ones((2, 3)))
+
+
+def test_compute_reads_each_metric_from_a_runs_record() -> None:
+    """`Metric.compute`: nav4's from the record's success matrix (a reference's one row too), the default from the
+    field the metric names (its `key`, else its id; a per-task object by scope), never a 0 for what was not measured."""
+    from cltoolkit.components import Metric
+    from cltoolkit.run.record import RunRecord
+    from cltoolkit.suites.wmf.metrics import METRICS as WMF
+
+    def record(metrics: dict[str, Any]) -> RunRecord:  # only the measurements: compute reads nothing else
+        built: RunRecord = cast(Any, RunRecord).model_construct(metrics=metrics)
+        return built
+
+    matrix = {"tasks": ["a", "b", "c"], "phases": ["a", "b", "c"], "values": R.tolist()}
+    rec = record({"successMatrix": matrix})
+    assert BackwardTransfer.compute(rec) == pytest.approx(-0.3)
+    assert ImmediateSuccess.compute(rec, "b") == pytest.approx(0.8)
+    assert ImmediateSuccess.compute(rec, "z") is None
+    joint = record({"successMatrix": {**matrix, "phases": ["joint"], "values": [[1, 0, 1]]}})
+    assert FinalAverageSuccess.compute(joint) == pytest.approx(2 / 3)
+    assert RetentionLoss.compute(joint) is None  # undefined for one phase: left out, never 0
+
+    class PerTask(Metric):
+        id = "mine.score-v1"
+        suite = "mine"
+        unit = "score"
+        higher_is_better = True
+
+    measured = record({"mine.score-v1": {"a": 0.5, "b": True}, "pf": 1.5, "rd": None})
+    assert PerTask.compute(measured, "a") == 0.5
+    assert PerTask.compute(measured, "b") is None  # a boolean is not a measurement
+    assert WMF["wmf.pf-v1"].compute(measured) == 1.5  # wmf's metrics name their record field (`key`)
+    assert WMF["wmf.rd-v1"].compute(measured) is None

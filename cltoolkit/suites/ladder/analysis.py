@@ -62,11 +62,10 @@ class LadderAnalysis(Analysis[LadderProtocol]):
         self, protocol: LadderProtocol, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
         out: dict[str, float] = {}
+        measure = self.project_regs().metric.get(metric)
         for rec in records:
-            if rec.spec.comparison == comparison and metric in rec.metrics:
-                value = rec.metrics[metric]
-                if isinstance(value, (int, float)):
-                    out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = float(value)
+            if rec.spec.comparison == comparison and (value := measure.compute(rec)) is not None:
+                out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = value
         return {"aggregate": out}
 
     def summaries(self, protocol: LadderProtocol, records: Sequence[RunRecord]) -> dict[str, Any]:

@@ -16,56 +16,11 @@ from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.stats.paired import t_interval
 from cltoolkit.suites.nav4 import metrics as m
+from cltoolkit.suites.nav4.metrics import AGGREGATE_VALUES, METRICS, matrix_value, run_values
+from cltoolkit.suites.nav4.metrics import success_matrix as _matrix
 from cltoolkit.suites.nav4.models import Nav4Protocol
 
 __all__ = ["METRICS", "Nav4Analysis", "matrix_value", "run_values"]
-
-METRICS = (
-    m.ImmediateSuccess.id,
-    m.ImmediateAverageSuccess.id,
-    m.FinalAverageSuccess.id,
-    m.RetentionLoss.id,
-    m.BackwardTransfer.id,
-    m.Forgetting.id,
-)
-
-_VALUE = {
-    m.ImmediateAverageSuccess.id: m.ImmediateAverageSuccess.value,
-    m.FinalAverageSuccess.id: m.FinalAverageSuccess.value,
-    m.RetentionLoss.id: m.RetentionLoss.value,
-    m.BackwardTransfer.id: m.BackwardTransfer.value,
-    m.Forgetting.id: m.Forgetting.value,
-}
-
-
-def _matrix(rec: RunRecord) -> tuple[list[str], list[str], np.ndarray] | None:
-    sm = rec.section("successMatrix")
-    if sm is None:
-        return None
-    return list(sm["tasks"]), list(sm["phases"]), np.asarray(sm["values"], dtype=float)
-
-
-def run_values(rec: RunRecord, metric: str, scope: str) -> float | None:
-    """One run's value of `metric` (for `each-task` metrics, on task `scope`); None where undefined."""
-    parsed = _matrix(rec)
-    if parsed is None:
-        return None
-    return matrix_value(*parsed, metric, scope)
-
-
-def matrix_value(tasks: list[str], phases: list[str], r: np.ndarray, metric: str, scope: str) -> float | None:
-    """A metric of one success matrix (rows: phases, columns: tasks in training order)."""
-    square = r.shape[0] == r.shape[1] == len(tasks) and phases == tasks
-    if metric == m.ImmediateSuccess.id:
-        if scope not in tasks:
-            return None
-        j = tasks.index(scope)
-        return float(r[j, j] if square else r[0, j])
-    if square:
-        return float(_VALUE[metric](r)) if metric in _VALUE else None
-    if metric in (m.ImmediateAverageSuccess.id, m.FinalAverageSuccess.id):
-        return float(np.mean(r[0]))
-    return None
 
 
 class Nav4Analysis(Analysis[Nav4Protocol]):
@@ -93,10 +48,11 @@ class Nav4Analysis(Analysis[Nav4Protocol]):
         self, protocol: Nav4Protocol, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
         out: dict[str, float] = {}
+        measure = self.project_regs().metric.get(metric)
         for rec in records:
             if rec.spec.comparison != comparison:
                 continue
-            value = run_values(rec, metric, scope)
+            value = measure.compute(rec, scope)
             if value is not None:
                 out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = value
         return {scope: out}
@@ -124,7 +80,7 @@ class Nav4Analysis(Analysis[Nav4Protocol]):
                     "forgetting": [None if i is None else max(0.0, i - f) for i, f in zip(imm, fin, strict=True)],
                 }
             with_memory = next((r for r in recs if r.metrics.get("memory")), None)
-            metric_values = {mid: [run_values(r, mid, "aggregate") for r in recs] for mid in _VALUE}
+            metric_values = {mid: [run_values(r, mid, "aggregate") for r in recs] for mid in AGGREGATE_VALUES}
             comps[comp.id] = {
                 "role": comp.role,
                 "runs": [r.runId for r in recs],
@@ -347,7 +303,7 @@ def _short(metric: str) -> str:
 
 def _by_order_table(comps: dict[str, Any]) -> list[str]:
     """Aggregate metrics per comparison and task order (the gates pool the orders; this shows what they pool)."""
-    names = {mid: _short(mid) for mid in _VALUE}
+    names = {mid: _short(mid) for mid in AGGREGATE_VALUES}
     lines = [
         "## Aggregate metrics by task order (mean over seeds [min, max]; the gates pool the orders)",
         "",

@@ -204,7 +204,7 @@ def run(
             "memory": _memory_summary(models[0].memory, tasks),
         }
     diagnostics = method.diagnostics()
-    from cltoolkit.suites.nav4.analysis import METRICS, matrix_value
+    from cltoolkit.suites.nav4.metrics import METRICS, matrix_value
 
     r = np.asarray(matrix, dtype=float)
     scores: dict[str, Any] = {METRICS[0]: {t: matrix_value(tasks, phases, r, METRICS[0], t) for t in tasks}}

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from cltoolkit import stats
-from cltoolkit.components import Analysis
+from cltoolkit.components import Analysis, Metric
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import replicate_key
 from cltoolkit.suites.sessions.models import SessionsProtocol
@@ -22,12 +22,12 @@ def _json(metrics: dict[str, Any]) -> Any:
     return metrics
 
 
-def _metric_values(records: Sequence[RunRecord], metric: str, comparison: str) -> dict[str, float]:
+def _metric_values(records: Sequence[RunRecord], measure: type[Metric], comparison: str) -> dict[str, float]:
+    """Replicate key -> the metric's value (`Metric.compute`) for the comparison's runs that measured it."""
     out = {}
     for rec in records:
-        value = rec.metrics.get(metric)
-        if rec.spec.comparison == comparison and isinstance(value, (int, float)):
-            out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = float(value)
+        if rec.spec.comparison == comparison and (value := measure.compute(rec)) is not None:
+            out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = value
     return out
 
 
@@ -45,7 +45,7 @@ class SessionsAnalysis(Analysis[SessionsProtocol]):
     def replicates(
         self, protocol: SessionsProtocol, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
     ) -> dict[str, dict[str, float]]:
-        return {"aggregate": _metric_values(records, metric, comparison)}
+        return {"aggregate": _metric_values(records, self.project_regs().metric.get(metric), comparison)}
 
     def summaries(self, protocol: SessionsProtocol, records: Sequence[RunRecord]) -> dict[str, Any]:
         plan = protocol.analysis
@@ -57,7 +57,7 @@ class SessionsAnalysis(Analysis[SessionsProtocol]):
             manifests = [r.splits[es.id] for r in records if es.id in r.splits]
             per_method = {}
             for comp in protocol.comparisons:
-                vals = _metric_values(records, metric, comp.id)
+                vals = _metric_values(records, self.project_regs().metric.get(metric), comp.id)
                 if not vals:
                     continue
                 x = np.array(list(vals.values()))
@@ -93,7 +93,9 @@ class SessionsAnalysis(Analysis[SessionsProtocol]):
                 }
             pair = _pair(protocol, metric)
             if pair is not None:
-                row["contrast"] = self._contrast(protocol, records, metric, es.id, *pair)
+                row["contrast"] = self._contrast(
+                    protocol, records, self.project_regs().metric.get(metric), es.id, *pair
+                )
             sets.append(row)
         # a seed's sessions are simulated from the seed alone, so every comparison's record of that seed carries the
         # same sessions: each seed's sessions count once
@@ -124,9 +126,9 @@ class SessionsAnalysis(Analysis[SessionsProtocol]):
 
     @staticmethod
     def _contrast(
-        protocol: SessionsProtocol, records: Sequence[RunRecord], metric: str, set_id: str, a: str, b: str
+        protocol: SessionsProtocol, records: Sequence[RunRecord], measure: type[Metric], set_id: str, a: str, b: str
     ) -> dict[str, Any]:
-        va, vb = _metric_values(records, metric, a), _metric_values(records, metric, b)
+        va, vb = _metric_values(records, measure, a), _metric_values(records, measure, b)
         keys = sorted(set(va) & set(vb))
         hashes: dict[str, set[str]] = {}
         for rec in records:
