@@ -18,21 +18,9 @@ from cltoolkit._io import open_append_nofollow, write_json
 from cltoolkit.components import Executor
 from cltoolkit.run.spec import ExecutionResult, Job, RunOutput, job_payload
 
-__all__ = ["LocalExecutor", "output_from", "worker_command"]
+__all__ = ["LocalExecutor", "worker_command"]
 
 POLL_S = 0.25  # how often the driver wakes while waiting for runs (signals are handled then at the latest)
-
-
-def output_from(data: dict[str, Any]) -> RunOutput:
-    """The RunOutput of a worker's result dictionary."""
-    return RunOutput(
-        data["metrics"],
-        data["budget"],
-        data.get("reused", []),
-        data.get("device", "cpu"),
-        data.get("precision"),
-        data.get("splits", {}),
-    )
 
 
 class _Stopped(Exception):
@@ -81,7 +69,7 @@ def worker_command() -> list[str]:
     return [sys.executable, "-P", *([] if user_site else ["-s"]), "-m", "cltoolkit.run.worker"]
 
 
-def _attempt(job: Job, job_file: Path, children: _Children) -> tuple[str, str, RunOutput | None, int | None]:
+def _attempt(job: Job, job_file: Path, children: _Children) -> tuple[str, str, RunOutput | None]:
     timeout_s = job.resources.timeout_s
     out = job.run_dir / f"output-{uuid.uuid4().hex[:12]}.json"  # this attempt's own file: no stale output is read
     (job.run_dir / "error.json").unlink(missing_ok=True)
@@ -92,7 +80,7 @@ def _attempt(job: Job, job_file: Path, children: _Children) -> tuple[str, str, R
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            return "timeout", f"exceeded the {timeout_s:g} s limit", None, None
+            return "timeout", f"exceeded the {timeout_s:g} s limit", None
         except BaseException:  # Ctrl-C: stop the child, let the driver mark the run interrupted
             proc.kill()
             proc.wait()
@@ -102,12 +90,12 @@ def _attempt(job: Job, job_file: Path, children: _Children) -> tuple[str, str, R
     if code == 0 and out.exists():
         data = json.loads(out.read_text())
         out.unlink()
-        return "completed", "", output_from(data), data.get("torchThreads")
+        return "completed", "", RunOutput.from_json(data)
     err = job.run_dir / "error.json"
     if code == 3 and err.exists():
-        return "failed", json.loads(err.read_text())["reason"], None, None
+        return "failed", json.loads(err.read_text())["reason"], None
     reason = f"process died with signal {-code}" if code < 0 else f"process exited with code {code}"
-    return "crashed", reason, None, None
+    return "crashed", reason, None
 
 
 class LocalExecutor(Executor):
@@ -125,10 +113,10 @@ class LocalExecutor(Executor):
         attempts = 0
         while True:
             attempts += 1
-            state, reason, output, threads = _attempt(job, job_file, children)
+            state, reason, output = _attempt(job, job_file, children)
             if state != "crashed" or attempts >= job.resources.max_attempts:
                 break
-        return ExecutionResult(job.spec, state, reason, attempts, time.monotonic() - start, output, threads)
+        return ExecutionResult(job.spec, state, reason, attempts, time.monotonic() - start, output)
 
     def execute(
         self, jobs: Sequence[Job], *, workers: int, on_start: Callable[[Job], None] | None = None

@@ -23,8 +23,7 @@ from typing import Any, ClassVar
 from cltoolkit._io import open_append_nofollow
 from cltoolkit.components import Executor
 from cltoolkit.errors import InputError, Refusal
-from cltoolkit.run.executors import output_from
-from cltoolkit.run.spec import ExecutionResult, Job, job_payload
+from cltoolkit.run.spec import ExecutionResult, Job, RunOutput, job_payload
 
 __all__ = ["CONNECT_TIMEOUT_S", "RayExecutor", "use_token_if_available"]
 
@@ -241,7 +240,7 @@ class RayExecutor(Executor):
                         continue
                     node = data.pop("node", None)
                     if data.pop("state") == "completed":
-                        result = self._result(job, "completed", "", began, output_from(data), data.get("torchThreads"))
+                        result = self._result(job, "completed", "", began, RunOutput.from_json(data))
                     else:
                         result = self._result(job, "failed", data["reason"], began)
                     result.node = node
@@ -256,12 +255,10 @@ class RayExecutor(Executor):
             raise
 
     @staticmethod
-    def _result(
-        job: Job, state: str, reason: str, began: float, output: Any = None, threads: int | None = None
-    ) -> ExecutionResult:
+    def _result(job: Job, state: str, reason: str, began: float, output: RunOutput | None = None) -> ExecutionResult:
         marks = job.run_dir / ATTEMPTS
         attempts = len(marks.read_text().splitlines()) if marks.exists() else 1
-        return ExecutionResult(job.spec, state, reason, max(1, attempts), time.monotonic() - began, output, threads)
+        return ExecutionResult(job.spec, state, reason, max(1, attempts), time.monotonic() - began, output)
 
     def close(self) -> None:
         if self._started:

@@ -210,7 +210,7 @@ def _record(
                 "packages": provenance.package_versions(),
                 "python": provenance.python_version(),
                 "platform": provenance.platform_text(),
-                "torchThreads": result.torch_threads,
+                "torchThreads": output.torch_threads if output else None,
                 "device": output.device if output else "cpu",
                 "hardware": provenance.hardware_text(),
                 "precision": output.precision if output else None,

@@ -155,7 +155,8 @@ def spec_from_payload(data: dict[str, Any]) -> RunSpec:
 
 @dataclass
 class RunOutput:
-    """What a suite driver returns for one run."""
+    """What a suite driver returns for one run, and the one form it travels in from the worker (a subprocess or a
+    Ray task) to the driver that writes the record (`to_json` / `from_json`)."""
 
     metrics: dict[str, Any]
     budget: dict[str, int] = field(default_factory=dict)
@@ -163,6 +164,31 @@ class RunOutput:
     device: str = "cpu"
     precision: str | None = None
     splits: dict[str, Any] = field(default_factory=dict)
+    torch_threads: int | None = None
+    """torch's intra-op threads in the process that ran it, read there by the worker (never set by a suite)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metrics": self.metrics,
+            "budget": self.budget,
+            "reused": self.reused,
+            "device": self.device,
+            "precision": self.precision,
+            "splits": self.splits,
+            "torchThreads": self.torch_threads,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunOutput:
+        return cls(
+            data["metrics"],
+            data["budget"],
+            data.get("reused", []),
+            data.get("device", "cpu"),
+            data.get("precision"),
+            data.get("splits", {}),
+            data.get("torchThreads"),
+        )
 
 
 @dataclass
@@ -175,6 +201,5 @@ class ExecutionResult:
     attempts: int
     wall_clock_s: float
     output: RunOutput | None = None
-    torch_threads: int | None = None
     node: dict[str, Any] | None = None
     """Where it ran, where the executor knows more than the driver's hostname (a Ray node id, resources)."""

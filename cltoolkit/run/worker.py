@@ -56,16 +56,8 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
                 "reason": f"non-finite: {bad}: the run produced a NaN or an infinity, which a record cannot "
                 f"hold; method {spec.method!r} diverged or returned an invalid score",
             }
-        return {
-            "state": "completed",
-            "metrics": output.metrics,
-            "budget": output.budget,
-            "reused": output.reused,
-            "device": output.device,
-            "precision": output.precision,
-            "splits": output.splits,
-            "torchThreads": _torch_threads(),
-        }
+        output.torch_threads = _torch_threads()
+        return {"state": "completed", **output.to_json()}
     except Exception as exc:  # a failed run: recorded, never retried
         traceback.print_exc()
         from cltoolkit.errors import FingerprintMiss, NonFiniteValue
