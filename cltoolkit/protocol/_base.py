@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
 
-__all__ = ["Strict"]
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["SeedValue", "Slug", "Strict"]
+
+Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=80)]
+"""A lower-case identifier (a rule, a stage, a comparison)."""
+SeedValue = Annotated[int, Field(ge=0, le=2**31 - 1)]
+"""A training seed: non-negative and 31-bit, as every generator clt seeds (numpy, torch, gymnasium) accepts."""
 
 
 class Strict(BaseModel):

@@ -67,7 +67,7 @@ def test_many_code_amendments_open_the_report_one_line_each_and_close_it_in_full
     import datetime
 
     from cltoolkit.protocol.models import CodeAmendment, Status
-    from cltoolkit.report.render import COMPACT_AFTER, _amendment_lines, _amendments_in_full
+    from cltoolkit.report.notes import COMPACT_AFTER, amendment_lines, amendments_in_full
     from tests.toy_suite import ToyProtocol, toy_protocol
 
     def protocol_with(amendments: list[CodeAmendment]) -> ToyProtocol:
@@ -82,15 +82,15 @@ def test_many_code_amendments_open_the_report_one_line_each_and_close_it_in_full
         )
     ] * (COMPACT_AFTER + 1)
     protocol = protocol_with(amendments)
-    top = "\n".join(_amendment_lines(protocol))
+    top = "\n".join(amendment_lines(protocol))
     assert f"Code amendments: {COMPACT_AFTER + 1} change(s)" in top
     assert top.count("First sentence of a long reason. [...]") == COMPACT_AFTER + 1
     assert "More detail" not in top
-    end = "\n".join(_amendments_in_full(protocol))
+    end = "\n".join(amendments_in_full(protocol))
     assert end.startswith("## Code amendments in full") and end.count(reason) == COMPACT_AFTER + 1
     assert top.startswith("<!-- fold: Code amendments in full -->")  # folded: HTML <details>, Markdown a count
     protocol = protocol_with(amendments[:COMPACT_AFTER])  # few, but long: folded too
-    assert _amendments_in_full(protocol) and "More detail" not in "\n".join(_amendment_lines(protocol))
+    assert amendments_in_full(protocol) and "More detail" not in "\n".join(amendment_lines(protocol))
     short = [a.model_copy(update={"reason": "A short reason."}) for a in amendments[:COMPACT_AFTER]]
     protocol = protocol_with(short)
-    assert _amendments_in_full(protocol) == [] and "A short reason." in "\n".join(_amendment_lines(protocol))
+    assert amendments_in_full(protocol) == [] and "A short reason." in "\n".join(amendment_lines(protocol))

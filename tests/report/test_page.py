@@ -86,14 +86,14 @@ def test_a_folded_note_is_one_line_in_markdown_and_a_closed_details_in_html() ->
 
 
 def test_the_report_folds_long_notes_and_lists_them_in_full_at_the_end() -> None:
-    from cltoolkit.report.render import _folded
+    from cltoolkit.report.notes import folded
 
     short = ["**Note:** two items.", "", "- a", "- b", ""]
-    assert _folded(short) == (short, [])
+    assert folded(short) == (short, [])
     long = ["**Training adequacy: under-trained** (thresholds):", "", *(f"- cell {i}" for i in range(5)), ""]
-    top, end = _folded(long)
+    top, end = folded(long)
     assert top[0] == "<!-- fold: Training adequacy in full -->"
     assert end[:2] == ["## Training adequacy in full", ""]
     assert [x for x in end if x.startswith("- ")] == [f"- cell {i}" for i in range(5)]
     wordy = ["**Errata:** one long.", "", "- " + "x" * 700, ""]  # one item, but long
-    assert _folded(wordy)[1]
+    assert folded(wordy)[1]
