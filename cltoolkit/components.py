@@ -143,15 +143,17 @@ class Metric(ABC):
     unit: ClassVar[str]
     higher_is_better: ClassVar[bool]
     summary: ClassVar[str] = ""
+    key: ClassVar[str | None] = None
+    """The run record's `metrics` field that holds the value, where it is not the metric's id (wmf: `pf`, `rd`...)."""
 
     @classmethod
     def compute(cls, record: RunRecord, scope: str = "aggregate") -> float | None:
         """This metric's value for one run, from what its driver measured (`record.metrics`): a finite number, or
         None where the run did not measure it (never 0 in its place). `scope`: the task of an `each-task` metric,
-        `aggregate` otherwise. By default the record's field named by the metric's `key` class attribute, else by
-        its id (of a per-task object, the `scope` entry); a metric computed from other measurements overrides it
-        (nav4's come from the run's success matrix)."""
-        value = record.metrics.get(getattr(cls, "key", None) or cls.id)
+        `aggregate` otherwise. By default the record's field `key`, else the one named by its id (of a per-task
+        object, the `scope` entry); a metric computed from other measurements overrides it (nav4's come from the
+        run's success matrix)."""
+        value = record.metrics.get(cls.key or cls.id)
         if isinstance(value, dict):
             value = value.get(scope)
         return float(value) if isinstance(value, int | float) and _is_number(value) else None
