@@ -23,8 +23,9 @@ __all__ = [
 
 def folded(lines: list[str]) -> tuple[list[str], list[str]]:
     """A note that opens the report (an opening paragraph, then bullets) as it opens it, and its section in full
-    for the end of the report: with more than `COMPACT_AFTER` bullets, the bullets fold behind the paragraph (see
-    `page.Fold`) and the end section lists them; otherwise the note as it is and no end section."""
+    for the end of the report: with more than `COMPACT_AFTER` bullets or more than `FOLD_CHARACTERS` of them, the
+    bullets fold behind the paragraph (see `page.Fold`) and the end section lists them; otherwise the note as it is
+    and no end section."""
     bullets = [line for line in lines if line.startswith("- ")]
     if not _long(bullets):
         return lines, []
