@@ -73,3 +73,28 @@ def test_cli_list(cli) -> None:
     names = {row["name"] for row in json.loads(result.output)}
     assert {"nav4", "ladder", "wmf", "sessions"} <= names
     assert cli("list", "gadget").exit_code == 2
+
+
+def test_a_suite_or_analysis_made_without_registries_says_so() -> None:
+    """Suites and analyses resolve methods and metrics only through the registries they were made with; one made
+    directly knows no project, and says so instead of guessing one from the environment."""
+    import pytest
+
+    from cltoolkit.registry import registries
+    from cltoolkit.suites.ladder.analysis import LadderAnalysis
+    from cltoolkit.suites.ladder.suite import LadderSuite
+
+    regs = registries()
+    assert regs.new_suite("ladder").project_regs() is regs
+    assert regs.new_analysis("ladder").project_regs() is regs
+    for bare in (LadderSuite(), LadderAnalysis()):
+        with pytest.raises(TypeError, match="made without registries"):
+            bare.project_regs()
+
+
+def test_a_run_output_travels_in_one_form() -> None:
+    from cltoolkit.run.spec import RunOutput
+
+    out = RunOutput({"m": 1.5}, {"environmentSteps": 3}, ["stage:a"], "cpu", "float32", {"s": {}}, torch_threads=2)
+    assert RunOutput.from_json(out.to_json()) == out
+    assert out.to_json()["torchThreads"] == 2  # read by the worker, carried to the record's provenance
