@@ -78,8 +78,6 @@ def test_cli_list(cli) -> None:
 def test_a_suite_or_analysis_made_without_registries_says_so() -> None:
     """Suites and analyses resolve methods and metrics only through the registries they were made with; one made
     directly knows no project, and says so instead of guessing one from the environment."""
-    import pytest
-
     from cltoolkit.registry import registries
     from cltoolkit.suites.ladder.analysis import LadderAnalysis
     from cltoolkit.suites.ladder.suite import LadderSuite
