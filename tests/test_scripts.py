@@ -88,3 +88,37 @@ def test_collect_runs_copies_a_checked_stage_and_refuses_a_bad_one(toy: Project,
     assert out.returncode == 1
     assert "cand-s0/record.json: already committed with other content (never overwritten)" in out.stderr
     assert not (dest / "cand-s1").exists()
+
+
+def test_gpu_numerics_merge_measures_each_numerics_against_the_cpu_run_of_its_initialisation() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wmf_gpu_numerics", REPO / "bench" / "wmf_gpu_numerics.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def part(config: str, values: dict[int, tuple[float, float]], device: str) -> dict[str, object]:
+        runs = [
+            {"config": config, "init": i, "curve": [[1, 600.0], [500, last]], "heldOutReconstruction": held}
+            for i, (last, held) in values.items()
+        ]
+        return {"torch": "x", "device": device, "cpuThreads": 3, "updates": 500, "trainEpisodes": 20, "runs": runs}
+
+    merged = bench.merge(
+        [
+            part("cpu", {0: (20.0, 21.0), 1: (19.0, 20.0)}, "cpu only"),
+            part("cuda-default", {0: (20.5, 21.25), 1: (19.0, 19.5)}, "GPU"),
+            part("cuda-default-again", {0: (20.0, 21.0), 1: (19.0, 19.5)}, "GPU"),
+        ]
+    )
+    assert merged["device"] == "GPU"
+    assert merged["againstCpu"]["cuda-default"] == {"maxAbsHeldOutDifference": 0.5, "maxAbsCurveDifference": 0.5}
+    assert merged["gpuRunToRun"] == {"maxAbsHeldOutDifference": 0.25, "maxAbsCurveDifference": 0.5}
+    assert [r["config"] for r in merged["runs"]] == [
+        "cpu",
+        "cpu",
+        "cuda-default",
+        "cuda-default",
+        *["cuda-default-again"] * 2,
+    ]
