@@ -1,0 +1,1 @@
+"""Continual reinforcement learning: a declarative task stream (issue #55; docs/cw10.md)."""

@@ -1,0 +1,177 @@
+"""The continual-RL suite's parts: Continual World's SAC (`cltoolkit.suites.crl.sac`) and metrics
+(`cltoolkit.suites.crl.metrics`), against their definitions (docs/cw10.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
+from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Sac, SacConfig, TwinCritic, target_entropy
+
+
+def _one_critic(critic: TwinCritic, k: int, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+    """Critic k as a plain network: Linear, LayerNorm (its own affine), tanh, then Linear + leaky ReLU."""
+    x = torch.cat([obs, act], 1)
+    last = len(critic.weights) - 1
+    for i, (w, b) in enumerate(zip(critic.weights, critic.biases, strict=True)):
+        x = x @ w[k] + b[k, 0]
+        if i == 0:
+            x = torch.tanh(F.layer_norm(x, x.shape[-1:], critic.norm_weight[k, 0], critic.norm_bias[k, 0], eps=1e-3))
+        elif i < last:
+            x = F.leaky_relu(x, LEAKY_SLOPE)
+    return x[:, 0]
+
+
+def test_the_batched_twin_critic_is_two_plain_critics_in_value_and_gradient() -> None:
+    torch.manual_seed(0)
+    critic = TwinCritic(SacConfig(obs_dim=5, act_dim=2, hidden=(16, 16, 16)))
+    with torch.no_grad():  # distinct, non-trivial LayerNorm affines
+        critic.norm_weight.uniform_(0.5, 1.5)
+        critic.norm_bias.uniform_(-0.2, 0.2)
+    obs, act = torch.randn(7, 5), torch.rand(7, 2) * 2 - 1
+    head = torch.zeros(7, dtype=torch.long)
+    batched = critic(obs, act, head)
+    plain = torch.stack([_one_critic(critic, k, obs, act) for k in (0, 1)])
+    torch.testing.assert_close(batched, plain)
+    assert not torch.allclose(batched[0], batched[1])  # two critics, not one twice
+    g_batched = torch.autograd.grad(batched.square().sum(), list(critic.parameters()))
+    g_plain = torch.autograd.grad(plain.square().sum(), list(critic.parameters()))
+    for a, b in zip(g_batched, g_plain, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_target_entropy_is_the_entropy_of_a_gaussian_of_the_target_std_per_dimension() -> None:
+    normal = torch.distributions.Normal(0.0, 0.089)
+    assert target_entropy(4, 0.089) == pytest.approx(4 * float(normal.entropy()), rel=1e-6)
+    assert target_entropy(4, None) == -4.0
+
+
+def _batch(rows: int, obs_dim: int, act_dim: int, heads: int = 1) -> dict[str, torch.Tensor]:
+    return {
+        "obs": torch.randn(rows, obs_dim),
+        "next_obs": torch.randn(rows, obs_dim),
+        "actions": torch.rand(rows, act_dim) * 2 - 1,
+        "rewards": torch.randn(rows),
+        "done": (torch.rand(rows) < 0.1).float(),
+        "head": torch.randint(0, heads, (rows,)),
+    }
+
+
+def test_one_backward_gives_each_part_only_its_own_loss_gradient() -> None:
+    """CW takes the critics' gradient from the value loss, the actor's from the policy loss and alpha's from the
+    entropy loss; `total` sums them with detaches so one backward gives exactly those."""
+    torch.manual_seed(1)
+    sac = Sac(SacConfig(obs_dim=4, act_dim=2, heads=2, hidden=(8, 8)))
+    batch = _batch(6, 4, 2, heads=2)
+    parts = {"critic": list(sac.critic.parameters()), "actor": list(sac.actor.parameters()), "alpha": [sac.log_alpha]}
+
+    def grads(loss_name: str, group: str) -> list[torch.Tensor]:
+        torch.manual_seed(2)  # the same policy noise each time
+        loss = sac.losses(batch)[loss_name]
+        return [
+            torch.zeros_like(p) if g is None else g
+            for p, g in zip(parts[group], torch.autograd.grad(loss, parts[group], allow_unused=True), strict=True)
+        ]
+
+    for group, own in (("critic", "value"), ("actor", "policy"), ("alpha", "entropy")):
+        for total, alone in zip(grads("total", group), grads(own, group), strict=True):
+            torch.testing.assert_close(total, alone)
+    assert any(g.abs().sum() > 0 for g in grads("policy", "actor"))
+
+
+def test_the_entropy_coefficient_starts_at_e_per_task_as_cw_initialises_log_alpha() -> None:
+    sac = Sac(SacConfig(obs_dim=3, act_dim=1, heads=3))
+    assert sac.log_alpha.tolist() == [1.0, 1.0, 1.0]
+
+
+def _bandit(sac: Sac, targets: list[float], updates: int) -> None:
+    """A one-step task per head, each with its own observation (the critic does not see the task): reward
+    -5 (a - target)^2, the episode ends at once."""
+    for _ in range(updates):
+        head = torch.randint(0, len(targets), (64,))
+        obs = _observation(head)
+        actions = torch.rand(64, 1) * 2 - 1
+        rewards = -5 * (actions[:, 0] - torch.tensor(targets)[head]) ** 2
+        batch = {"obs": obs, "next_obs": obs, "actions": actions, "rewards": rewards, "done": torch.ones(64)}
+        sac.update({**batch, "head": head})
+
+
+def _observation(head: torch.Tensor) -> torch.Tensor:
+    return torch.ones(len(head), 3) * (1 - 2 * head[:, None].float())
+
+
+def test_sac_learns_a_different_action_per_head() -> None:
+    torch.manual_seed(3)
+    sac = Sac(SacConfig(obs_dim=3, act_dim=1, heads=2, hidden=(32, 32)))
+    _bandit(sac, [0.5, -0.5], updates=400)
+    first, second = (float(sac.act(_observation(torch.tensor([h])), h, deterministic=True)) for h in (0, 1))
+    assert first == pytest.approx(0.5, abs=0.15)
+    assert second == pytest.approx(-0.5, abs=0.15)
+
+
+def test_polyak_averaging_moves_the_targets_a_fraction_towards_the_critics() -> None:
+    sac = Sac(SacConfig(obs_dim=2, act_dim=1, hidden=(4,)))
+    before = [p.clone() for p in sac.target.parameters()]
+    with torch.no_grad():
+        for p in sac.critic.parameters():
+            p.add_(1.0)
+    sac.update_targets()
+    for old, new in zip(before, sac.target.parameters(), strict=True):
+        torch.testing.assert_close(new, old + 0.005)
+
+
+# --- metrics ---------------------------------------------------------------------------------------------------
+
+SUCCESS = np.array(
+    [
+        # task 0 trained over evaluations 0-3, task 1 over 4-7
+        [0.1, 0.0],
+        [0.5, 0.0],
+        [0.8, 0.1],
+        [1.0, 0.0],
+        [0.6, 0.2],
+        [0.4, 0.6],
+        [0.2, 0.9],
+        [0.2, 1.0],
+    ]
+)
+ACTIVE = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+
+
+def test_cw_metrics_by_hand() -> None:
+    m = cw_metrics(SUCCESS, ACTIVE, last=2)
+    assert m.final == pytest.approx([0.2, 0.95])  # the last two evaluations
+    assert m.end_of_own == pytest.approx([0.9, 0.95])  # the last two of each task's own training
+    assert m.performance == pytest.approx((0.2 + 0.95) / 2)
+    assert m.forgetting == pytest.approx(((0.9 - 0.2) + 0.0) / 2)
+    assert m.auc == pytest.approx([(0.1 + 0.5 + 0.8 + 1.0) / 4, (0.2 + 0.6 + 0.9 + 1.0) / 4])
+
+
+def test_forward_transfer_is_normalized_by_the_reference_and_skips_a_perfect_one() -> None:
+    total, per_task = forward_transfer([0.6, 0.675, 0.9], [0.2, 0.5, 1.0])
+    assert per_task[0] == pytest.approx((0.6 - 0.2) / 0.8)
+    assert per_task[1] == pytest.approx((0.675 - 0.5) / 0.5)
+    assert per_task[2] is None
+    assert total == pytest.approx((0.5 + 0.35) / 2)
+    # the mean over runs of each run's value is CW's normalization of the means (linear in AUC)
+    runs = [[0.2], [0.6]]
+    mean_of_runs = sum(forward_transfer(r, [0.3])[0] or math.nan for r in runs) / 2
+    assert mean_of_runs == pytest.approx((0.4 - 0.3) / 0.7)
+
+
+@pytest.mark.parametrize(
+    ("success", "active", "last", "message"),
+    [
+        (SUCCESS, ACTIVE[:-1], 5, "must be"),
+        (SUCCESS, np.zeros(8, dtype=int), 5, r"task\(s\) \[1\]"),
+        (SUCCESS, ACTIVE, 0, "at least 1"),
+    ],
+)
+def test_cw_metrics_refuses_malformed_evaluations(success, active, last, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        cw_metrics(success, active, last)
