@@ -100,13 +100,16 @@ class SampleCounter:
     distillation targets), is `bookkeeping`. Outside `armed` (the suite's rollouts and evaluation) nothing is
     counted."""
 
-    def __init__(self, module: nn.Module, on_bookkeeping: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, module: nn.Module, on_bookkeeping: Callable[[int], None] | None = None, also: Iterable[nn.Module] = ()
+    ) -> None:
+        """Count the samples entering `module` (and every module of `also`: a sample that enters several is one)."""
         self.bookkeeping = 0
         self._on_bookkeeping = on_bookkeeping
         self._armed = False
         self._suite = False
         self._update: _Update | None = None
-        self._handle = module.register_forward_pre_hook(self._seen)
+        self._handles = [m.register_forward_pre_hook(self._seen) for m in (module, *also)]
 
     def _seen(self, _module: nn.Module, args: tuple[object, ...]) -> None:
         if not self._armed or self._suite or not args or not isinstance(args[0], torch.Tensor):
@@ -171,4 +174,5 @@ class SampleCounter:
         return extra
 
     def close(self) -> None:
-        self._handle.remove()
+        for handle in self._handles:
+            handle.remove()

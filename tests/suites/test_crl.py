@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
+from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
+from cltoolkit.suites.crl.api import CrlMethod, CrlTask
+from cltoolkit.suites.crl.driver import run_stream
+from cltoolkit.suites.crl.methods import L2, CrlFinetuning, PerfectMemory
 from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
+from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
 from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Sac, SacConfig, TwinCritic, target_entropy
 
 
@@ -175,3 +181,113 @@ def test_forward_transfer_is_normalized_by_the_reference_and_skips_a_perfect_one
 def test_cw_metrics_refuses_malformed_evaluations(success, active, last, message) -> None:
     with pytest.raises(ValueError, match=message):
         cw_metrics(success, active, last)
+
+
+# --- the driver ------------------------------------------------------------------------------------------------
+
+
+def _protocol(**stream: Any) -> CrlProtocol:
+    task = {"env": "Pendulum-v1", "success": {"returnAtLeast": -300.0}}
+    doc = {
+        "id": "crl-test-v1",
+        "suite": "crl",
+        "title": "t",
+        "goal": "g",
+        "schemaVersion": 1,
+        "stream": {
+            "tasks": [{**task, "id": "earth", "kwargs": {"g": 10.0}}, {**task, "id": "moon", "kwargs": {"g": 2.0}}],
+            "stepsPerTask": 200,
+            "maxEpisodeSteps": 50,
+            **stream,
+        },
+        "learner": {"hidden": [16], "startSteps": 50, "updateAfter": 50, "updateEvery": 50, "batchSize": 32},
+        "evaluation": {"every": 100, "episodes": 1, "last": 1},
+        "seeds": {"stages": [{"id": "main", "seeds": [0]}]},
+    }
+    return CrlProtocol.model_validate(doc)
+
+
+def _method(cls: type[CrlMethod[Any]], **params: Any) -> Any:
+    return cls(params=cls.Params.model_validate(params) if cls.Params else None)
+
+
+def test_a_stream_run_evaluates_every_task_on_schedule_and_keeps_its_budget() -> None:
+    tune = run_stream(_protocol(), _method(CrlFinetuning), seed=0)
+    evaluations = tune["metrics"]["evaluations"]
+    assert evaluations["active"] == ["earth", "earth", "moon", "moon"]  # every 100 steps of 200 per task
+    assert all(len(row) == 2 for row in evaluations["success"])
+    budget = tune["budget"]
+    assert budget["environmentSteps"] == 400
+    assert budget["gradientUpdates"] == 2 * 150  # from step 50, every 50 steps 50 updates
+    assert budget["replaySamples"] == 0  # the buffer is cleared at the task change
+    assert budget["samples"] == {
+        "task": 300 * 32,
+        "memory": 0,
+        "other": 0,
+        "bookkeeping": 0,
+        "otherPolicy": "violation",
+    }
+    again = run_stream(_protocol(), _method(CrlFinetuning), seed=0)
+    assert again["metrics"] == tune["metrics"]  # one seed, one run
+    kept = run_stream(_protocol(), _method(PerfectMemory), seed=0)
+    assert kept["budget"]["replaySamples"] > 0  # earth's transitions in moon's batches, counted
+
+
+class _NanLoss(CrlFinetuning):
+    def extra_loss(self, sac: Any, batch: Any, task: Any) -> torch.Tensor:
+        return torch.tensor(float("nan"))
+
+
+class _PrivateReplay(CrlFinetuning):
+    """Keeps observations of its own and passes them through the actor inside updates."""
+
+    def __post_init__(self) -> None:
+        self.kept: list[torch.Tensor] = []
+
+    def extra_loss(self, sac: Any, batch: Any, task: Any) -> torch.Tensor | None:
+        if task.index == 0:
+            self.kept.append(batch["obs"][:4].clone() + 1.0)  # not the update's rows
+            return None
+        obs = torch.cat(self.kept[-2:])
+        action: torch.Tensor = sac.actor(obs, torch.zeros(len(obs), dtype=torch.long))[0]
+        return 0.0 * action.sum()
+
+
+def test_a_non_finite_extra_loss_ends_the_run_by_name() -> None:
+
+    with pytest.raises(NonFiniteValue, match="the method's extra_loss term in task earth, update 0"):
+        run_stream(_protocol(), _method(_NanLoss), seed=0)
+
+
+def test_replay_from_a_private_buffer_is_a_violation_or_counted_as_declared() -> None:
+
+    with pytest.raises(BudgetViolation, match="unaccountedSamples: in task moon, update 0, 8 sample"):
+        run_stream(_protocol(), _method(_PrivateReplay), seed=0)
+    counted = run_stream(_protocol(), _method(_PrivateReplay), seed=0, unaccounted="replay")
+    assert counted["budget"]["samples"]["other"] == 150 * 8
+    assert counted["budget"]["replaySamples"] == 150 * 8
+
+
+def test_the_l2_pull_starts_after_the_first_task() -> None:
+    method = _method(L2, strength=10.0)
+    sac = Sac(SacConfig(obs_dim=3, act_dim=1, heads=2, hidden=(8,)))
+    task = CrlTask("earth", 0, 10)
+    assert method.extra_loss(sac, {}, task) is None
+    method.end_task(sac, task)
+    first = sac.actor.trunk.layers[0]
+    assert isinstance(first, torch.nn.Linear)
+    with torch.no_grad():
+        first.weight.add_(0.1)
+        sac.actor.mu.weight.add_(5.0)  # a head: not shared, not pulled
+    penalty = method.extra_loss(sac, {}, task)
+    assert penalty is not None
+    assert float(penalty.detach()) == pytest.approx(10.0 * 0.01 * first.weight.numel(), rel=1e-4)
+
+
+def test_a_stream_whose_tasks_differ_in_width_is_refused_in_one_line() -> None:
+
+    car = {"id": "car", "env": "MountainCarContinuous-v0", "success": {"returnAtLeast": 0.0}}
+    protocol = _protocol()
+    protocol.stream.tasks.append(StreamTask.model_validate(car))
+    with pytest.raises(CheckFailed, match=r"differ in \(observation, action\) width: \[\(2, 1\), \(3, 1\)\]"):
+        run_stream(protocol, _method(CrlFinetuning), 0)

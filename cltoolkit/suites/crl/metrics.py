@@ -4,7 +4,7 @@ and `active[t]`, the task being trained when evaluation t was taken.
 
 - **Average performance**: per task, the mean of its success over the run's last `last` evaluations (CW: 5, the last
   100,000 steps), then the mean over tasks (`calculate_data_at_the_end`).
-- **Forgetting**: per task, the mean of its success over the last `last` evaluations of its own training minus its
+- **CrlForgetting**: per task, the mean of its success over the last `last` evaluations of its own training minus its
   end-of-run value; the mean over tasks (`calculate_forgetting_individual`; positive: forgotten).
 - **Forward transfer**, normalized: per task, (AUC_i - AUC_i^ref) / (1 - AUC_i^ref), with AUC_i the mean of task i's
   success over the evaluations of its own training and AUC_i^ref the same for a single-task run from scratch
@@ -13,19 +13,24 @@ and `active[t]`, the task being trained when evaluation t was taken.
   reference's mean is 1 the ratio is undefined (None), and the task is left out of the mean, which says how many
   tasks it covers.
 
-Light: numpy only.
+Light: numpy only, imported where used.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from cltoolkit.components import Metric
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["CwMetrics", "cw_metrics", "forward_transfer", "own_auc"]
+    from cltoolkit.run.record import RunRecord
+
+__all__ = ["CrlForgetting", "CwMetrics", "Performance", "cw_metrics", "forward_transfer", "own_auc"]
 
 
 @dataclass(frozen=True)
@@ -92,3 +97,31 @@ def forward_transfer(auc: Sequence[float], reference_auc: Sequence[float]) -> tu
     ]
     defined = [v for v in per_task if v is not None]
     return (sum(defined) / len(defined) if defined else None), per_task
+
+
+class Performance(Metric):
+    """CW's average performance: per task, the mean success over the run's last `evaluation.last` evaluations; the
+    mean over tasks (`aggregate`), or one task's value (`each-task`)."""
+
+    id: ClassVar[str] = "crl.performance-v1"
+    suite: ClassVar[str] = "crl"
+    unit: ClassVar[str] = "success rate"
+    higher_is_better: ClassVar[bool] = True
+
+    @classmethod
+    def compute(cls, record: RunRecord, scope: str = "aggregate") -> float | None:
+        key = cls.id if scope == "aggregate" else "finalSuccess"
+        value = record.metrics.get(key)
+        if isinstance(value, dict):
+            value = value.get(scope)
+        return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+class CrlForgetting(Metric):
+    """CW's forgetting: per task, the mean success over the last `evaluation.last` evaluations of its own training
+    minus the same at the end of the run; the mean over tasks (positive: forgotten)."""
+
+    id: ClassVar[str] = "crl.forgetting-v1"
+    suite: ClassVar[str] = "crl"
+    unit: ClassVar[str] = "success rate"
+    higher_is_better: ClassVar[bool] = False

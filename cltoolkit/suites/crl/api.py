@@ -1,0 +1,89 @@
+"""The method interface of the `crl` suite: the suite owns the stream, the environments, the replay buffer, every
+update and every evaluation; the method owns what it adds to learning, through the same hooks as nav4 and wmf
+(`cltoolkit.suites.step`):
+
+- `begin_task(sac, task)` / `end_task(sac, task)`: a task of the stream starts / ends (snapshots, importances);
+- `extra_loss(sac, batch, task)`: a term added to the update's SAC losses (it joins the actor's and the critics', as
+  CW's `get_auxiliary_loss`); None adds nothing;
+- `after_backward(sac, step)` / `after_step(sac, step)`: gradients before the step (projections), parameters after it;
+  called only where the method defines them, and checked as nav4's and wmf's are;
+- `keep_buffer`: the suite keeps its replay buffer across task changes (CW's perfect memory, `reservoir` selection);
+  every transition drawn from an earlier task is counted as replay.
+
+Light to import: torch and gymnasium are imported by the driver only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+
+from cltoolkit.components import Method
+from cltoolkit.protocol._base import Strict
+
+if TYPE_CHECKING:
+    import torch
+
+    from cltoolkit.suites.crl.sac import Sac
+    from cltoolkit.suites.step import Step
+
+__all__ = ["CrlMethod", "CrlTask", "ParamsT"]
+
+ParamsT = TypeVar("ParamsT", bound=Strict | None)
+
+
+@dataclass(frozen=True)
+class CrlTask:
+    """A task of the stream, as the hooks see it."""
+
+    id: str
+    index: int
+    """Position in the stream (0 first): the actor head it trains."""
+    steps: int
+    """Environment steps of the task."""
+
+
+@dataclass
+class CrlMethod(Method, Generic[ParamsT]):
+    """Base of every crl method; it is plain SAC fine-tuning, CW's `finetuning`, until a subclass adds something."""
+
+    suite: ClassVar[str] = "crl"
+    keep_buffer: ClassVar[bool] = False
+    """Keep the replay buffer across tasks (reservoir selection at capacity): replay of earlier tasks."""
+    selection: ClassVar[Literal["fifo", "reservoir"]] = "fifo"
+    """How the buffer makes room at capacity."""
+
+    params: ParamsT
+    """The comparison's validated hyperparameters (an instance of `Params`)."""
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        """Set up the method's own state (called once per run)."""
+
+    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+        """A task starts."""
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        """A term added to the update's losses (None: nothing)."""
+        return None
+
+    def after_backward(self, sac: Sac, step: Step) -> None:
+        """Gradients are in `p.grad`: change them here, never the parameters."""
+
+    def after_step(self, sac: Sac, step: Step) -> None:
+        """The step is taken: read the new parameters; change nothing."""
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        """A task is over."""
+
+    def diagnostics(self) -> dict[str, float | None]:
+        """Extra numbers for the record."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""

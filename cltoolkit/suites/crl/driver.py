@@ -1,0 +1,375 @@
+"""The crl driver: one run of a method over the protocol's task stream, Continual World's loop (`continualworld/sac/
+sac.py`, `SAC.run`) on Gymnasium environments.
+
+Per task, in order: a fresh training environment (its first reset seeded from (seed, task)); `startSteps` uniform
+random actions, then the actor's samples from the task's head; every `updateEvery` steps after `updateAfter`, as many
+updates on batches drawn uniformly from the replay buffer (FIFO, cleared at a task change unless the method keeps
+it); the time limit is not a terminal state for bootstrapping (CW: `d = False` at the episode-length cut). Every
+`evaluation.every` steps and at each task's last step, `episodes` episodes of every task on evaluation environments
+of their own (seeds from seed + `seedOffset`, never a training episode), with the task's head. SAC's actions lie in
+[-1, 1] and are mapped linearly onto each environment's action box.
+
+Guards, as in nav4 and wmf (`cltoolkit.suites.guards`): a non-finite loss term or gradient ends the run by name;
+`after_backward` may not change parameter values; every sample that reaches the actor or the critics inside an update
+is counted by origin (the update's batch; transitions of earlier tasks in it are replay; anything else is charged as
+`budget.unaccountedSamples` declares).
+
+Imports torch and gymnasium: only a worker loads this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+
+from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
+from cltoolkit.suites.crl.api import CrlMethod, CrlTask
+from cltoolkit.suites.crl.metrics import cw_metrics
+from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
+from cltoolkit.suites.crl.sac import Sac, SacConfig
+from cltoolkit.suites.guards import SampleCounter, check_finite, first_non_finite_grad, overrides, unchanged
+from cltoolkit.suites.step import Step
+
+__all__ = ["Buffer", "CrlLedger", "run_stream"]
+
+
+@dataclass
+class CrlLedger:
+    """What the run spent, by origin."""
+
+    environmentSteps: int = 0
+    evaluationSteps: int = 0
+    gradientUpdates: int = 0
+    samplesProcessed: int = 0
+    replaySamples: int = 0
+    otherSamples: int = 0
+    bookkeepingPasses: int = 0
+    perTask: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+class Buffer:
+    """The replay buffer: transitions with the index of the task that produced them; FIFO or reservoir at capacity."""
+
+    def __init__(self, capacity: int, obs_dim: int, act_dim: int, selection: str, rng: np.random.Generator) -> None:
+        self.capacity, self.selection, self.rng = capacity, selection, rng
+        self.obs = np.zeros((capacity, obs_dim), np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
+        self.actions = np.zeros((capacity, act_dim), np.float32)
+        self.rewards = np.zeros(capacity, np.float32)
+        self.done = np.zeros(capacity, np.float32)
+        self.task = np.zeros(capacity, np.int64)
+        self.size = 0
+        self.offered = 0
+
+    def clear(self) -> None:
+        self.size = 0
+        self.offered = 0
+
+    def add(
+        self, obs: np.ndarray, action: np.ndarray, reward: float, next_obs: np.ndarray, done: bool, task: int
+    ) -> None:
+        self.offered += 1
+        if self.size < self.capacity:
+            i = self.size
+            self.size += 1
+        elif self.selection == "fifo":
+            i = (self.offered - 1) % self.capacity
+        else:  # reservoir: the new transition replaces a random one with probability capacity / offered
+            j = int(self.rng.integers(self.offered))
+            if j >= self.capacity:
+                return
+            i = j
+        self.obs[i], self.actions[i], self.rewards[i] = obs, action, reward
+        self.next_obs[i], self.done[i], self.task[i] = next_obs, float(done), task
+
+    def sample(self, n: int) -> dict[str, torch.Tensor]:
+        idx = self.rng.integers(self.size, size=n)
+        return {
+            "obs": torch.from_numpy(self.obs[idx]),
+            "next_obs": torch.from_numpy(self.next_obs[idx]),
+            "actions": torch.from_numpy(self.actions[idx]),
+            "rewards": torch.from_numpy(self.rewards[idx]),
+            "done": torch.from_numpy(self.done[idx]),
+            "task": torch.from_numpy(self.task[idx]),
+        }
+
+
+def _make(task: StreamTask, max_steps: int) -> Any:
+    import gymnasium as gym
+
+    try:
+        kwargs: dict[str, Any] = dict(task.kwargs)
+        return gym.make(task.env, max_episode_steps=max_steps, **kwargs)
+    except Exception as exc:  # an unknown id or bad kwargs: the task's own words
+        raise CheckFailed(f"stream task {task.id!r}: gymnasium.make({task.env!r}) failed: {exc}") from exc
+
+
+def _spaces(envs: list[Any], tasks: list[StreamTask]) -> tuple[int, int]:
+    """The common observation and action widths; every task must have the same (one network serves the stream)."""
+    from gymnasium import spaces
+
+    shapes = set()
+    for env, task in zip(envs, tasks, strict=True):
+        if not isinstance(env.action_space, spaces.Box) or not isinstance(env.observation_space, spaces.Box):
+            raise CheckFailed(
+                f"stream task {task.id!r}: SAC needs Box observations and actions, {task.env} has "
+                f"{type(env.observation_space).__name__} / {type(env.action_space).__name__}"
+            )
+        shapes.add((int(np.prod(env.observation_space.shape)), int(np.prod(env.action_space.shape))))
+    if len(shapes) != 1:
+        raise CheckFailed(f"the stream's tasks differ in (observation, action) width: {sorted(shapes)}")
+    obs_dim, act_dim = shapes.pop()
+    return obs_dim, act_dim
+
+
+def _to_env(action: np.ndarray, space: Any) -> np.ndarray:
+    """SAC's action in [-1, 1] onto the environment's box."""
+    low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+    mapped: np.ndarray = (low + (action.astype(np.float64) + 1.0) * 0.5 * (high - low)).astype(space.dtype)
+    return mapped
+
+
+def _success(task: StreamTask, infos: list[dict[str, Any]], total: float) -> bool:
+    if task.success.info is not None:
+        return any(bool(i.get(task.success.info, False)) for i in infos)
+    assert task.success.returnAtLeast is not None
+    return total >= task.success.returnAtLeast
+
+
+def _evaluate(
+    sac: Sac, envs: list[Any], protocol: CrlProtocol, seed: int, round_: int, ledger: CrlLedger
+) -> list[float]:
+    """Every task's success rate over the evaluation's episodes."""
+    rates = []
+    ev = protocol.evaluation
+    for k, (env, task) in enumerate(zip(envs, protocol.stream.tasks, strict=True)):
+        wins = 0
+        for e in range(ev.episodes):
+            episode_seed = int(np.random.SeedSequence([seed + ev.seedOffset, round_, k, e]).generate_state(1)[0] >> 1)
+            obs, info = env.reset(seed=episode_seed)
+            infos, total, done = [info], 0.0, False
+            while not done:
+                head = k if protocol.learner.heads == "per-task" else 0
+                action = sac.act(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1), head, ev.deterministic)
+                obs, reward, terminated, truncated, info = env.step(_to_env(action[0].numpy(), env.action_space))
+                infos.append(info)
+                total += float(reward)
+                ledger.evaluationSteps += 1
+                done = terminated or truncated
+            wins += _success(task, infos, total)
+        rates.append(wins / ev.episodes)
+    return rates
+
+
+def _charge_other(ledger: CrlLedger, other: int, policy: str, task: str, update: int) -> None:
+    ledger.otherSamples += other
+    if policy == "replay":
+        ledger.replaySamples += other
+        ledger.samplesProcessed += other
+        return
+    raise BudgetViolation(
+        f"budget.unaccountedSamples: in task {task}, update {update}, {other} sample(s) reached the actor or the "
+        "critics with gradients that were neither the update's batch nor the suite's buffer (a private buffer?); "
+        "the protocol declares such samples a violation (keep the suite's buffer with `keep_buffer`, or declare "
+        '`"unaccountedSamples": "replay"` in a new version)'
+    )
+
+
+def run_stream(
+    protocol: CrlProtocol,
+    method: CrlMethod[Any],
+    seed: int,
+    unaccounted: str = "violation",
+    on_evaluation: Callable[[int, list[float]], None] | None = None,
+) -> dict[str, Any]:
+    """Train `method` over the stream from `seed`; returns the metrics and the budget ledger."""
+    stream, learner, ev = protocol.stream, protocol.learner, protocol.evaluation
+    tasks = stream.tasks
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
+    train_envs = [_make(t, stream.maxEpisodeSteps) for t in tasks]
+    eval_envs = [_make(t, stream.maxEpisodeSteps) for t in tasks]
+    try:
+        obs_dim, act_dim = _spaces(train_envs, tasks)
+        heads = len(tasks) if learner.heads == "per-task" else 1
+        sac = Sac(
+            SacConfig(
+                obs_dim,
+                act_dim,
+                heads=heads,
+                hidden=tuple(learner.hidden),
+                lr=learner.lr,
+                gamma=learner.gamma,
+                polyak=learner.polyak,
+                target_output_std=learner.targetOutputStd,
+                alphas=heads,
+            )
+        )
+        capacity = min(learner.bufferSize, stream.stepsPerTask * (len(tasks) if method.keep_buffer else 1))
+        buffer = Buffer(capacity, obs_dim, act_dim, method.selection, rng)
+        batch_size = getattr(method.params, "batchSize", None) or learner.batchSize
+        ledger = CrlLedger()
+        counter = SampleCounter(sac.actor, also=[sac.critic], on_bookkeeping=lambda n: _book(ledger, n))
+
+        def named() -> list[tuple[str, torch.nn.Parameter]]:
+            return [*sac.actor.named_parameters(), *sac.critic.named_parameters()]
+
+        after_backward = overrides(method, CrlMethod, "after_backward")
+        after_step = overrides(method, CrlMethod, "after_step")
+        success: list[list[float]] = []
+        active: list[int] = []
+        for index, spec in enumerate(tasks):
+            task = CrlTask(spec.id, index, stream.stepsPerTask)
+            head = index if heads > 1 else 0
+            if index and learner.resetOptimizerOnTaskChange:
+                sac.optimizer = sac.new_optimizer()
+            if index and not method.keep_buffer and learner.resetBufferOnTaskChange:
+                buffer.clear()
+            with counter.armed():
+                unchanged(named, "begin_task", partial(method.begin_task, sac, task), "the networks' weights")
+            env = train_envs[index]
+            obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, index]).generate_state(1)[0] >> 1))
+            env.action_space.seed(int(rng.integers(2**31)))
+            updates = 0
+            for t in range(stream.stepsPerTask):
+                if t < learner.startSteps:
+                    action = rng.uniform(-1.0, 1.0, size=act_dim).astype(np.float32)
+                else:
+                    action = sac.act(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1), head)[0].numpy()
+                next_obs, reward, terminated, truncated, _ = env.step(_to_env(action, env.action_space))
+                buffer.add(np.ravel(obs), action, float(reward), np.ravel(next_obs), bool(terminated), index)
+                ledger.environmentSteps += 1
+                obs = next_obs
+                if terminated or truncated:
+                    obs, _ = env.reset()
+                if t >= learner.updateAfter and (t + 1) % learner.updateEvery == 0:
+                    for _ in range(learner.updateEvery):
+                        _update(
+                            sac,
+                            method,
+                            buffer,
+                            batch_size,
+                            task,
+                            head,
+                            updates,
+                            counter,
+                            ledger,
+                            unaccounted,
+                            after_backward,
+                            after_step,
+                            named,
+                        )
+                        updates += 1
+                if (t + 1) % ev.every == 0 or t + 1 == stream.stepsPerTask:
+                    rates = _evaluate(sac, eval_envs, protocol, seed, len(success), ledger)
+                    success.append(rates)
+                    active.append(index)
+                    if on_evaluation is not None:
+                        on_evaluation(ledger.environmentSteps, rates)
+            with counter.armed():
+                unchanged(named, "end_task", partial(method.end_task, sac, task), "the networks' weights")
+            for name, value in named():
+                if not bool(torch.isfinite(value.detach()).all()):
+                    raise NonFiniteValue(spec.id, updates, f"parameter {name}", "end of task")
+            ledger.perTask[spec.id] = {"environmentSteps": stream.stepsPerTask, "gradientUpdates": updates}
+        counter.close()
+    finally:
+        for env in (*train_envs, *eval_envs):
+            env.close()
+    m = cw_metrics(success, active, ev.last)
+    ids = [t.id for t in tasks]
+    return {
+        "metrics": {
+            "crl.performance-v1": m.performance,
+            "crl.forgetting-v1": m.forgetting,
+            "finalSuccess": dict(zip(ids, m.final, strict=True)),
+            "endOfOwnTraining": dict(zip(ids, m.end_of_own, strict=True)),
+            "ownAuc": dict(zip(ids, m.auc, strict=True)),
+            "evaluations": {"tasks": ids, "active": [ids[i] for i in active], "success": success},
+            "updatesPerTask": {t: v["gradientUpdates"] for t, v in ledger.perTask.items()},
+            "methodDiagnostics": method.diagnostics(),
+        },
+        "budget": {
+            "environmentSteps": ledger.environmentSteps,
+            "evaluationSteps": ledger.evaluationSteps,
+            "gradientUpdates": ledger.gradientUpdates,
+            "replaySamples": ledger.replaySamples,
+            "samplesProcessed": ledger.samplesProcessed,
+            "parameters": sum(p.numel() for p in sac.parameters()),
+            "samples": {
+                "task": ledger.samplesProcessed - ledger.replaySamples,
+                "memory": ledger.replaySamples - (ledger.otherSamples if unaccounted == "replay" else 0),
+                "other": ledger.otherSamples,
+                "bookkeeping": ledger.bookkeepingPasses,
+                "otherPolicy": unaccounted,
+            },
+        },
+    }
+
+
+def _book(ledger: CrlLedger, n: int) -> None:
+    ledger.bookkeepingPasses += n
+
+
+def _update(
+    sac: Sac,
+    method: CrlMethod[Any],
+    buffer: Buffer,
+    batch_size: int,
+    task: CrlTask,
+    head: int,
+    update: int,
+    counter: SampleCounter,
+    ledger: CrlLedger,
+    unaccounted: str,
+    after_backward: bool,
+    after_step: bool,
+    named: Callable[[], list[tuple[str, torch.nn.Parameter]]],
+) -> None:
+    batch = buffer.sample(batch_size)
+    rows = batch.pop("task")
+    batch["head"] = rows if sac.config.heads > 1 else torch.zeros_like(rows)
+    with counter.armed():
+        counter.begin_update(batch["obs"], batch["next_obs"])
+        extra = method.extra_loss(sac, batch, task)
+        with counter.suite_call():
+            losses = sac.losses(batch, extra)
+        for term, name in (("value", "the critics' loss"), ("policy", "the actor's loss"), ("entropy", "alpha's loss")):
+            check_finite(losses[term], task.id, update, name, "none")
+        last = "none"
+        if extra is not None:
+            check_finite(extra, task.id, update, "the method's extra_loss term", "extra_loss")
+            last = "extra_loss"
+        sac.optimizer.zero_grad(set_to_none=True)
+        losses["total"].backward()
+        step = Step(
+            task.id,
+            update,
+            sac.optimizer,
+            {k: v.detach() for k, v in losses.items() if k != "total"},
+            losses["total"].detach(),
+        )
+        if after_backward:
+            unchanged(named, "after_backward", partial(method.after_backward, sac, step), "the networks' weights")
+            last = "after_backward"
+        other = counter.end_update()
+    if other:
+        _charge_other(ledger, other, unaccounted, task.id, update)
+    bad = first_non_finite_grad([*named(), ("log_alpha", sac.log_alpha)])
+    if bad is not None:
+        raise NonFiniteValue(task.id, update, f"the gradient of {bad}", last)
+    sac.clip()
+    sac.optimizer.step()
+    sac.update_targets()
+    replayed = int((rows != task.index).sum())
+    ledger.gradientUpdates += 1
+    ledger.samplesProcessed += batch_size
+    ledger.replaySamples += replayed
+    if after_step:
+        with counter.armed():
+            unchanged(named, "after_step", partial(method.after_step, sac, step), "the networks' weights")

@@ -1,0 +1,124 @@
+"""Protocol section of the `crl` suite: a declared stream of Gymnasium tasks, the learner, its evaluation (issue #55;
+Continual World's defaults where a field has one, docs/cw10.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from cltoolkit.protocol._base import Slug, Strict
+from cltoolkit.protocol.models import ProtocolBase
+
+__all__ = ["CrlLearner", "CrlProtocol", "Evaluation", "Stream", "StreamTask", "Success"]
+
+Scalar = str | int | float | bool | None
+
+
+class Success(Strict):
+    """When an evaluation episode counts as a success: Meta-World's `info["success"]` at any step (CW's
+    `SuccessCounter`), or an episode return of at least a threshold (for environments without a success flag)."""
+
+    info: str | None = None
+    """An `info` key whose truthy value at any step makes the episode a success."""
+    returnAtLeast: float | None = Field(default=None, ge=-1e12, le=1e12)
+    """The episode return at or above which the episode is a success."""
+
+    @model_validator(mode="after")
+    def _one(self) -> Success:
+        if (self.info is None) == (self.returnAtLeast is None):
+            raise ValueError("give exactly one of `info` and `returnAtLeast`")
+        return self
+
+
+class StreamTask(Strict):
+    """One task of the stream: a registered Gymnasium environment and its keyword arguments."""
+
+    id: Slug
+    """The task's id in the records and the report."""
+    env: str = Field(min_length=1, max_length=200)
+    """A Gymnasium id (`gymnasium.make(env, **kwargs)`); continuous (Box) actions for SAC."""
+    kwargs: dict[str, Scalar] = Field(default_factory=dict)
+    """Keyword arguments of `gymnasium.make` (physics such as Pendulum's `g`, a Meta-World task name)."""
+    success: Success
+    """What an evaluation episode must do to count."""
+
+
+class Stream(Strict):
+    """The task sequence, trained in order."""
+
+    tasks: Annotated[list[StreamTask], Field(min_length=1, max_length=100)]
+    """Tasks in training order."""
+    stepsPerTask: int = Field(ge=1, le=10**8)
+    """Environment steps per task (CW: 1,000,000)."""
+    maxEpisodeSteps: int = Field(ge=1, le=10**6)
+    """Every episode, training and evaluation, is cut at this many steps (CW: 200)."""
+
+    @model_validator(mode="after")
+    def _unique(self) -> Stream:
+        ids = [t.id for t in self.tasks]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"task ids repeat: {ids}")
+        return self
+
+
+class CrlLearner(Strict):
+    """SAC as Continual World trains it (`cltoolkit.suites.crl.sac`); each default is CW's."""
+
+    algorithm: Literal["sac"] = "sac"
+    """The learner; discrete-action streams (PPO) are not built yet."""
+    hidden: Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1, max_length=8)] = Field(
+        default_factory=lambda: [256, 256, 256, 256]
+    )
+    """Hidden widths of the actor and of each critic."""
+    heads: Literal["per-task", "single"] = "per-task"
+    """The actor's output: one head per task (CW's multi-head, the task picks it) or one for all."""
+    lr: float = Field(default=1e-3, gt=0, le=1)
+    batchSize: int = Field(default=128, ge=1, le=65536)
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    polyak: float = Field(default=0.995, ge=0, le=1)
+    targetOutputStd: float | None = Field(default=0.089, gt=0, le=10)
+    """The per-dimension action std the entropy coefficient aims at (None: target entropy -act_dim)."""
+    bufferSize: int = Field(default=1_000_000, ge=1, le=10**8)
+    """Replay capacity (FIFO) in transitions."""
+    resetBufferOnTaskChange: bool = True
+    resetOptimizerOnTaskChange: bool = True
+    startSteps: int = Field(default=10_000, ge=0, le=10**8)
+    """Uniform-random actions for this many steps at the start of every task."""
+    updateAfter: int = Field(default=1_000, ge=0, le=10**8)
+    """No updates before this many steps of a task."""
+    updateEvery: int = Field(default=50, ge=1, le=10**6)
+    """Every this many steps, as many updates (one per step on average)."""
+
+
+class Evaluation(Strict):
+    """Every `every` environment steps, `episodes` episodes of every task (the stream's, never training episodes)."""
+
+    every: int = Field(ge=1, le=10**8)
+    """Environment steps between evaluations (CW: 20,000); a task's last evaluation falls at its last step."""
+    episodes: int = Field(ge=1, le=10_000)
+    """Episodes per task per evaluation (CW: 10)."""
+    deterministic: bool = False
+    """Evaluate the policy's mean action instead of a sample (CW's metrics use the stochastic policy)."""
+    last: int = Field(default=5, ge=1, le=10_000)
+    """Evaluations averaged for performance and forgetting (CW: the last 5)."""
+    seedOffset: int = Field(default=1_000_000, ge=0, le=2**31)
+    """Evaluation episodes reset with seeds from seed + offset, a stream the training episodes never use."""
+
+
+class CrlProtocol(ProtocolBase):
+    """A continual-RL protocol: the stream, the learner and its evaluation."""
+
+    suite: Literal["crl"]
+    stream: Stream
+    learner: CrlLearner = Field(default_factory=CrlLearner)
+    evaluation: Evaluation
+
+    @model_validator(mode="after")
+    def _schedule(self) -> CrlProtocol:
+        if self.evaluation.every > self.stream.stepsPerTask:
+            raise ValueError(
+                f"evaluation.every ({self.evaluation.every}) exceeds stream.stepsPerTask ({self.stream.stepsPerTask}):"
+                " a task would be trained without an evaluation of its own"
+            )
+        return self

@@ -1,0 +1,157 @@
+"""The `crl` suite: a continual-RL stream declared in the protocol (issue #55; docs/cw10.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cltoolkit import components
+from cltoolkit.components import NUMBER, NUMBER_MAP, Analysis, Suite, ValueKind
+from cltoolkit.errors import Problem
+from cltoolkit.suites.crl.api import CrlMethod
+from cltoolkit.suites.crl.metrics import Performance
+from cltoolkit.suites.crl.models import CrlProtocol
+
+if TYPE_CHECKING:
+    from cltoolkit.registry import Registries
+    from cltoolkit.run.record import RunRecord
+    from cltoolkit.run.spec import RunOutput, RunSpec
+
+__all__ = ["CrlAnalysis", "CrlSuite", "make_method"]
+
+
+def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries) -> CrlMethod[Any]:
+    """The method object of one run (`components.make_method` with this suite's interface)."""
+    return components.make_method(CrlMethod, name, hyperparameters, regs)
+
+
+class CrlSuite(Suite[CrlProtocol]):
+    """A declared stream of Gymnasium tasks learnt by Continual World's SAC; CW's metrics."""
+
+    name = "crl"
+    method_base = CrlMethod
+    protocol_model = CrlProtocol
+    analysis = "crl"
+    budget_fields = frozenset({"unaccountedSamples"})
+    counts_samples = True
+    summary = "continual RL on a declared stream of Gymnasium tasks (Continual World's SAC and metrics)"
+
+    def check(self, protocol: CrlProtocol) -> Iterator[Problem]:
+        for i, comp in enumerate(protocol.comparisons):
+            size = comp.hyperparameters.get("batchSize")
+            if isinstance(size, int) and size > protocol.learner.bufferSize:
+                yield Problem(f"/comparisons/{i}/hyperparameters/batchSize", "exceeds learner.bufferSize")
+
+    def tasks(self, protocol: CrlProtocol) -> list[str]:
+        return [t.id for t in protocol.stream.tasks]
+
+    def device_problem(self, device: str) -> str | None:
+        if device in ("cpu", "auto"):
+            return None
+        return f"suite 'crl' runs on the CPU only for now (--device {device})"
+
+    def execute(self, protocol: CrlProtocol, spec: RunSpec, workdir: Path) -> RunOutput:
+        from cltoolkit.run.spec import RunOutput
+        from cltoolkit.suites.crl.driver import run_stream
+
+        comp = protocol.comparison(spec.comparison)
+        method = make_method(comp.method, comp.hyperparameters, self.project_regs())
+        out = run_stream(protocol, method, spec.seed, protocol.budget.unaccountedSamples)
+        return RunOutput(metrics=out["metrics"], budget=out["budget"], device="cpu", precision="float32")
+
+
+class CrlAnalysis(Analysis[CrlProtocol]):
+    """Per-replicate values of the registered metrics (`Metric.compute`), and each comparison's mean success per
+    task at the end of the run."""
+
+    def replicates(
+        self, protocol: CrlProtocol, records: Sequence[RunRecord], metric: str, comparison: str, scope: str
+    ) -> dict[str, dict[str, float]]:
+        from cltoolkit.run.spec import replicate_key
+
+        measure = self.project_regs().metric.get(metric)
+        out = {}
+        for rec in records:
+            if rec.spec.comparison == comparison and (value := measure.compute(rec, scope)) is not None:
+                out[replicate_key(rec.spec.seed, rec.spec.order, rec.spec.cell)] = value
+        return {scope: out}
+
+    def expected_values(self, protocol: CrlProtocol, record: RunRecord) -> dict[str, ValueKind]:
+        """Every run measures CW's metrics over the whole stream (the registered metrics read them)."""
+        return {
+            "crl.performance-v1": NUMBER,
+            "crl.forgetting-v1": NUMBER,
+            "finalSuccess": NUMBER_MAP,
+            "endOfOwnTraining": NUMBER_MAP,
+        }
+
+    def summaries(self, protocol: CrlProtocol, records: Sequence[RunRecord]) -> dict[str, Any]:
+        tasks = [t.id for t in protocol.stream.tasks]
+        final: dict[str, dict[str, float]] = {}
+        for comp in protocol.comparisons:
+            runs = [r for r in records if r.spec.comparison == comp.id]
+            values = {t: [v for r in runs if (v := Performance.compute(r, t)) is not None] for t in tasks}
+            if runs:
+                final[comp.id] = {t: sum(v) / len(v) for t, v in values.items() if v}
+        own = [v for r in records for t in tasks if (v := _own(r, t)) is not None]
+        finals = [v for r in records for t in tasks if (v := Performance.compute(r, t)) is not None]
+        level = "floor" if own and max(own) == 0 else "ceiling" if finals and min(finals) == 1 else "informative"
+        return {"finalSuccess": final, "ownTrainingLevel": level}
+
+    def headline(self, protocol: CrlProtocol, summaries: dict[str, Any]) -> list[str]:
+        """A stage whose runs never leave the success floor (or never leave the ceiling) measures nothing about
+        forgetting: the report says so before any number."""
+        level = summaries.get("ownTrainingLevel")
+        if level == "floor":
+            return [
+                "**Smoke test, not a result:** no run reached any success on any task by the end of its own training "
+                "(every task at the success floor), so performance and forgetting cannot separate the methods here."
+            ]
+        if level == "ceiling":
+            return ["**At the ceiling:** every run ends every task at full success; nothing was forgotten to measure."]
+        return []
+
+    def report_markdown(self, protocol: CrlProtocol, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
+        """Each comparison's mean over its runs: CW's performance and forgetting, and each task's success at the end
+        of the stream and at the end of its own training."""
+        from cltoolkit.suites.crl.metrics import CrlForgetting
+
+        tasks = [t.id for t in protocol.stream.tasks]
+        lines = [
+            "## The stream",
+            "",
+            f"{len(tasks)} tasks in order ({', '.join(f'`{t.id}` {t.env}' for t in protocol.stream.tasks)}), "
+            f"{protocol.stream.stepsPerTask} environment steps each; every task evaluated every "
+            f"{protocol.evaluation.every} steps on {protocol.evaluation.episodes} episode(s). Means over runs; per "
+            "task: success at the end of the stream / at the end of its own training.",
+            "",
+            "| comparison | runs | performance | forgetting | " + " | ".join(tasks) + " |",
+            "|---|---|---|---|" + "---|" * len(tasks),
+        ]
+
+        def mean(values: list[float | None]) -> str:
+            kept = [v for v in values if v is not None]
+            return f"{sum(kept) / len(kept):.3f}" if kept else "-"
+
+        for comp in protocol.comparisons:
+            runs = [r for r in records if r.spec.comparison == comp.id]
+            if not runs:
+                continue
+            cells = []
+            for t in tasks:
+                end = mean([Performance.compute(r, t) for r in runs])
+                at_own = mean([_own(r, t) for r in runs])
+                cells.append(f"{end} / {at_own}")
+            lines.append(
+                f"| {comp.id} | {len(runs)} | {mean([Performance.compute(r) for r in runs])} | "
+                f"{mean([CrlForgetting.compute(r) for r in runs])} | " + " | ".join(cells) + " |"
+            )
+        return "\n".join(lines)
+
+
+def _own(record: RunRecord, task: str) -> float | None:
+    """A task's success at the end of its own training, as the run recorded it."""
+    values = record.metrics.get("endOfOwnTraining")
+    value = values.get(task) if isinstance(values, dict) else None
+    return float(value) if isinstance(value, int | float) else None
