@@ -14,7 +14,7 @@ from torch.nn import functional as F
 from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
 from cltoolkit.suites.crl.api import CrlMethod, CrlTask
 from cltoolkit.suites.crl.driver import run_stream
-from cltoolkit.suites.crl.methods import L2, CrlFinetuning, PerfectMemory
+from cltoolkit.suites.crl.methods import L2, CrlEWC, CrlFinetuning, PerfectMemory
 from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
 from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
 from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Sac, SacConfig, TwinCritic, target_entropy
@@ -291,3 +291,13 @@ def test_a_stream_whose_tasks_differ_in_width_is_refused_in_one_line() -> None:
     protocol.stream.tasks.append(StreamTask.model_validate(car))
     with pytest.raises(CheckFailed, match=r"differ in \(observation, action\) width: \[\(2, 1\), \(3, 1\)\]"):
         run_stream(protocol, _method(CrlFinetuning), 0)
+
+
+def test_ewc_penalizes_the_shared_parameters_from_the_second_task_with_its_fisher_as_bookkeeping() -> None:
+    method = _method(CrlEWC, **{"lambda": 100.0, "fisherBatches": 4})
+    out = run_stream(_protocol(), method, seed=0)
+    assert method.algo.fisher and all(float(f.sum()) >= 0 for f in method.algo.fisher.values())
+    assert not any(name.startswith("actor.mu") for name in method.algo.fisher)  # heads are not shared
+    assert out["budget"]["samples"]["bookkeeping"] > 0  # the Fisher passes, outside the updates
+    assert out["budget"]["samples"]["other"] == 0
+    assert out["metrics"]["methodDiagnostics"]["fisherMax"] > 0

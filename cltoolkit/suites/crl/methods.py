@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from cltoolkit.suites.crl.sac import Sac
 
-__all__ = ["L2", "CrlFinetuning", "PerfectMemory"]
+__all__ = ["L2", "CrlEWC", "CrlFinetuning", "PerfectMemory"]
 
 
 def shared(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
@@ -66,6 +66,46 @@ class L2(CrlMethod[L2Params]):
 
     def end_task(self, sac: Sac, task: CrlTask) -> None:
         self.algo.end_task(lambda: shared(sac))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"algo": self.algo.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.algo.load_state_dict(state["algo"])
+
+
+class CrlEwcParams(core.EwcFields):
+    """Online EWC's fields (CW's `--cl_reg_coef` is `lambda`: 1e4 in the paper's runs)."""
+
+
+class CrlEWC(CrlMethod[CrlEwcParams]):
+    """Online EWC on the shared parameters (the library's `OnlineEWC`): the Fisher is the empirical diagonal of the
+    SAC loss (the critics' and the actor's terms) over copies of the task's last `fisherBatches` update batches,
+    which the method keeps (its bookkeeping: the passes are counted as such). CW's EWC estimates the Fisher from the
+    policy's and the critics' output gradients instead; a declared difference."""
+
+    Params = CrlEwcParams
+    summary = "SAC with online EWC on the shared parameters"
+
+    def __post_init__(self) -> None:
+        self.algo = core.OnlineEWC(self.params)
+        self.kept: list[dict[str, torch.Tensor]] = []
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        self.kept = [*self.kept[-(self.params.fisherBatches - 1) :], {k: v.clone() for k, v in batch.items()}]
+        return self.algo.penalty(lambda: shared(sac))
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        def loss(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            parts = sac.losses(batch)
+            return parts["value"] + parts["policy"]
+
+        self.algo.end_task(lambda: shared(sac), self.kept, loss)
+        self.kept = []
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return self.algo.diagnostics()
 
     def state_dict(self) -> dict[str, Any]:
         return {"algo": self.algo.state_dict()}
