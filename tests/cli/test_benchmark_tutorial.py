@@ -38,7 +38,7 @@ def test_a_declared_stream_runs_from_init_to_a_checked_report(
     doc = json.loads((project / "protocols" / "mybench-v1.json").read_text())
     assert doc["status"]["stage"] == "reported"
     records = [json.loads(p.read_text()) for p in (project / "runs" / "mybench-v1").glob("*/record.json")]
-    assert len(records) == 4
+    assert len(records) == 6
     assert all(r["status"]["state"] == "completed" for r in records)
     memory = [r for r in records if r["spec"]["comparison"] == "memory"]
     assert all(r["budget"]["replaySamples"] > 0 for r in memory)
@@ -46,3 +46,6 @@ def test_a_declared_stream_runs_from_init_to_a_checked_report(
     level = doc["results"]["summaries"]["ownTrainingLevel"]
     report = (project / "reports" / "mybench-v1" / "report.md").read_text()
     assert ("Smoke test, not a result" in report) == (level == "floor")
+    ft = doc["results"]["summaries"]["forwardTransfer"]
+    assert ft["referenceRuns"] == 2 and set(ft) >= {"finetuning", "memory"}
+    assert "Forward transfer (CW's normalized form" in report

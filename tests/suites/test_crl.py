@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from torch.nn import functional as F
 from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
 from cltoolkit.suites.crl.api import CrlMethod, CrlTask
 from cltoolkit.suites.crl.driver import run_stream
-from cltoolkit.suites.crl.methods import L2, CrlEWC, CrlFinetuning, PerfectMemory
+from cltoolkit.suites.crl.methods import L2, CrlEWC, CrlFinetuning, PerfectMemory, SingleTask
 from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
 from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
 from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Sac, SacConfig, TwinCritic, target_entropy
@@ -186,7 +187,7 @@ def test_cw_metrics_refuses_malformed_evaluations(success, active, last, message
 # --- the driver ------------------------------------------------------------------------------------------------
 
 
-def _protocol(**stream: Any) -> CrlProtocol:
+def _protocol(comparisons: Sequence[tuple[str, str, str]] = (), **stream: Any) -> CrlProtocol:
     task = {"env": "Pendulum-v1", "success": {"returnAtLeast": -300.0}}
     doc = {
         "id": "crl-test-v1",
@@ -203,6 +204,7 @@ def _protocol(**stream: Any) -> CrlProtocol:
         "learner": {"hidden": [16], "startSteps": 50, "updateAfter": 50, "updateEvery": 50, "batchSize": 32},
         "evaluation": {"every": 100, "episodes": 1, "last": 1},
         "seeds": {"stages": [{"id": "main", "seeds": [0]}]},
+        "comparisons": [{"id": i, "method": m, "role": r, "label": i} for i, m, r in comparisons],
     }
     return CrlProtocol.model_validate(doc)
 
@@ -301,3 +303,60 @@ def test_ewc_penalizes_the_shared_parameters_from_the_second_task_with_its_fishe
     assert out["budget"]["samples"]["bookkeeping"] > 0  # the Fisher passes, outside the updates
     assert out["budget"]["samples"]["other"] == 0
     assert out["metrics"]["methodDiagnostics"]["fisherMax"] > 0
+
+
+class _Snapshots(SingleTask):
+    """Records the actor's first weight at each task's start and end."""
+
+    def __post_init__(self) -> None:
+        self.seen: list[tuple[str, torch.Tensor]] = []
+
+    def begin_task(self, sac: Any, task: Any) -> None:
+        self.seen.append(("begin", sac.actor.mu.weight.detach().clone()))
+
+    def end_task(self, sac: Any, task: Any) -> None:
+        self.seen.append(("end", sac.actor.mu.weight.detach().clone()))
+
+
+def test_the_single_task_reference_learns_each_task_from_a_fresh_learner() -> None:
+    method = _method(_Snapshots)
+    run_stream(_protocol(), method, seed=0)
+    (_, begin0), (_, end0), (_, begin1), _ = method.seen
+    assert not torch.equal(begin0, end0)  # task 0 trained
+    assert not torch.equal(end0, begin1)  # task 1 starts elsewhere: a new learner
+    assert float((begin1 - end0).abs().max()) > 1e-3
+
+
+def _record(comparison: str, auc: dict[str, float]) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(spec=SimpleNamespace(comparison=comparison), metrics={"ownAuc": auc})
+
+
+def test_forward_transfer_summary_normalizes_each_run_by_the_references_mean() -> None:
+    from cltoolkit.suites.crl.suite import _forward_transfer
+
+    protocol = _protocol([("tune", "crl.finetuning", "baseline"), ("single", "crl.single-task", "reference")])
+    records = [
+        _record("single", {"earth": 0.2, "moon": 1.0}),
+        _record("single", {"earth": 0.4, "moon": 1.0}),
+        _record("tune", {"earth": 0.65, "moon": 0.5}),
+        _record("tune", {"earth": 0.3, "moon": 0.9}),
+    ]
+    ft = _forward_transfer(protocol, records)
+    assert ft is not None
+    assert ft["referenceAuc"] == pytest.approx({"earth": 0.3, "moon": 1.0})
+    assert ft["tune"]["perTask"]["earth"] == pytest.approx(((0.65 - 0.3) / 0.7 + (0.3 - 0.3) / 0.7) / 2)
+    assert ft["tune"]["perTask"]["moon"] is None  # a perfect reference leaves the ratio undefined
+    assert ft["tune"]["mean"] == pytest.approx(0.25)
+    assert _forward_transfer(protocol, records[2:]) is None  # no reference runs, no forward transfer
+
+
+def test_a_single_task_method_must_be_the_reference_and_only_it() -> None:
+    from cltoolkit.registry import registries
+
+    suite = registries().new_suite("crl")
+    protocol = _protocol([("a", "crl.single-task", "baseline"), ("b", "crl.finetuning", "reference")])
+    problems = [(p.where, p.message) for p in suite.check(protocol)]
+    assert [p for p, _ in problems] == ["/comparisons/0/role", "/comparisons/1/role"]
+    assert "must be 'reference'" in problems[0][1] and "must not be 'reference'" in problems[1][1]

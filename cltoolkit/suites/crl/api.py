@@ -49,6 +49,9 @@ class CrlMethod(Method, Generic[ParamsT]):
     """Base of every crl method; it is plain SAC fine-tuning, CW's `finetuning`, until a subclass adds something."""
 
     suite: ClassVar[str] = "crl"
+    regime: ClassVar[Literal["sequential", "single-task"]] = "sequential"
+    """`single-task`: a reference that learns every task from scratch (a fresh learner and buffer per task; its
+    own-training success is forward transfer's baseline, CW's `run_single.py`)."""
     keep_buffer: ClassVar[bool] = False
     """Keep the replay buffer across tasks (reservoir selection at capacity): replay of earlier tasks."""
     selection: ClassVar[Literal["fifo", "reservoir"]] = "fifo"

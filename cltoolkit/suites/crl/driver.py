@@ -197,19 +197,18 @@ def run_stream(
     try:
         obs_dim, act_dim = _spaces(train_envs, tasks)
         heads = len(tasks) if learner.heads == "per-task" else 1
-        sac = Sac(
-            SacConfig(
-                obs_dim,
-                act_dim,
-                heads=heads,
-                hidden=tuple(learner.hidden),
-                lr=learner.lr,
-                gamma=learner.gamma,
-                polyak=learner.polyak,
-                target_output_std=learner.targetOutputStd,
-                alphas=heads,
-            )
+        config = SacConfig(
+            obs_dim,
+            act_dim,
+            heads=heads,
+            hidden=tuple(learner.hidden),
+            lr=learner.lr,
+            gamma=learner.gamma,
+            polyak=learner.polyak,
+            target_output_std=learner.targetOutputStd,
+            alphas=heads,
         )
+        sac = Sac(config)
         capacity = min(learner.bufferSize, stream.stepsPerTask * (len(tasks) if method.keep_buffer else 1))
         buffer = Buffer(capacity, obs_dim, act_dim, method.selection, rng)
         batch_size = getattr(method.params, "batchSize", None) or learner.batchSize
@@ -226,7 +225,13 @@ def run_stream(
         for index, spec in enumerate(tasks):
             task = CrlTask(spec.id, index, stream.stepsPerTask)
             head = index if heads > 1 else 0
-            if index and learner.resetOptimizerOnTaskChange:
+            if index and method.regime == "single-task":  # a reference: every task learnt from scratch
+                counter.close()
+                torch.manual_seed(int(np.random.SeedSequence([seed, index, 3]).generate_state(1)[0] >> 1))
+                sac = Sac(config)
+                counter = SampleCounter(sac.actor, also=[sac.critic], on_bookkeeping=lambda n: _book(ledger, n))
+                buffer.clear()
+            elif index and learner.resetOptimizerOnTaskChange:
                 sac.optimizer = sac.new_optimizer()
             if index and not method.keep_buffer and learner.resetBufferOnTaskChange:
                 buffer.clear()

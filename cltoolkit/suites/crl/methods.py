@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from cltoolkit.suites.crl.sac import Sac
 
-__all__ = ["L2", "CrlEWC", "CrlFinetuning", "PerfectMemory"]
+__all__ = ["L2", "CrlEWC", "CrlFinetuning", "PerfectMemory", "SingleTask"]
 
 
 def shared(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
@@ -45,6 +45,15 @@ class CrlFinetuning(CrlMethod[NoParams]):
 
     Params = NoParams
     summary = "SAC fine-tuning (forgetting baseline)"
+
+
+class SingleTask(CrlMethod[NoParams]):
+    """The reference of forward transfer: each task learnt by a fresh SAC from scratch (CW's single-task runs),
+    evaluated on the same schedule. Its role in a protocol is `reference`."""
+
+    Params = NoParams
+    summary = "reference: SAC from scratch on each task (forward transfer's baseline)"
+    regime = "single-task"
 
 
 class L2Params(core.L2Fields):

@@ -38,7 +38,17 @@ class CrlSuite(Suite[CrlProtocol]):
     summary = "continual RL on a declared stream of Gymnasium tasks (Continual World's SAC and metrics)"
 
     def check(self, protocol: CrlProtocol) -> Iterator[Problem]:
+        regs = self.project_regs()
         for i, comp in enumerate(protocol.comparisons):
+            method = regs.method.get(comp.method) if comp.method in regs.method else None
+            single = getattr(method, "regime", None) == "single-task"
+            if single != (comp.role == "reference"):
+                yield Problem(
+                    f"/comparisons/{i}/role",
+                    f"{comp.method!r} {'learns each task from scratch' if single else 'learns the stream'}: its role "
+                    f"must {'' if single else 'not '}be 'reference' (forward transfer's baseline is the single-task "
+                    "reference)",
+                )
             size = comp.hyperparameters.get("batchSize")
             if isinstance(size, int) and size > protocol.learner.bufferSize:
                 yield Problem(f"/comparisons/{i}/hyperparameters/batchSize", "exceeds learner.bufferSize")
@@ -94,10 +104,15 @@ class CrlAnalysis(Analysis[CrlProtocol]):
             values = {t: [v for r in runs if (v := Performance.compute(r, t)) is not None] for t in tasks}
             if runs:
                 final[comp.id] = {t: sum(v) / len(v) for t, v in values.items() if v}
-        own = [v for r in records for t in tasks if (v := _own(r, t)) is not None]
-        finals = [v for r in records for t in tasks if (v := Performance.compute(r, t)) is not None]
+        sequential = [r for r in records if _role(protocol, r) != "reference"]
+        own = [v for r in sequential for t in tasks if (v := _own(r, t)) is not None]
+        finals = [v for r in sequential for t in tasks if (v := Performance.compute(r, t)) is not None]
         level = "floor" if own and max(own) == 0 else "ceiling" if finals and min(finals) == 1 else "informative"
-        return {"finalSuccess": final, "ownTrainingLevel": level}
+        return {
+            "finalSuccess": final,
+            "ownTrainingLevel": level,
+            "forwardTransfer": _forward_transfer(protocol, records),
+        }
 
     def headline(self, protocol: CrlProtocol, summaries: dict[str, Any]) -> list[str]:
         """A stage whose runs never leave the success floor (or never leave the ceiling) measures nothing about
@@ -147,6 +162,21 @@ class CrlAnalysis(Analysis[CrlProtocol]):
                 f"| {comp.id} | {len(runs)} | {mean([Performance.compute(r) for r in runs])} | "
                 f"{mean([CrlForgetting.compute(r) for r in runs])} | " + " | ".join(cells) + " |"
             )
+        ft = summaries.get("forwardTransfer")
+        if isinstance(ft, dict):
+            shown = [
+                f"{comp} {v['mean']:.3f}" if v.get("mean") is not None else f"{comp} undefined"
+                for comp, v in ft.items()
+                if isinstance(v, dict) and "mean" in v
+            ]
+            lines += [
+                "",
+                "Forward transfer (CW's normalized form: per task (AUC - reference AUC) / (1 - reference AUC), AUC the "
+                "mean success over the task's own training, the reference's mean over its "
+                f"{ft['referenceRuns']} single-task run(s)): " + ", ".join(shown) + ".",
+            ]
+        else:
+            lines += ["", "Forward transfer: not measured (the protocol has no single-task reference comparison)."]
         return "\n".join(lines)
 
 
@@ -155,3 +185,42 @@ def _own(record: RunRecord, task: str) -> float | None:
     values = record.metrics.get("endOfOwnTraining")
     value = values.get(task) if isinstance(values, dict) else None
     return float(value) if isinstance(value, int | float) else None
+
+
+def _role(protocol: CrlProtocol, record: RunRecord) -> str:
+    return next((c.role for c in protocol.comparisons if c.id == record.spec.comparison), "")
+
+
+def _auc(record: RunRecord, tasks: list[str]) -> list[float] | None:
+    values = record.metrics.get("ownAuc")
+    if not isinstance(values, dict) or not all(isinstance(values.get(t), int | float) for t in tasks):
+        return None
+    return [float(values[t]) for t in tasks]  # type: ignore[arg-type]
+
+
+def _forward_transfer(protocol: CrlProtocol, records: Sequence[RunRecord]) -> dict[str, Any] | None:
+    """CW's normalized forward transfer of each sequential comparison against the single-task reference: per task
+    (AUC - mean reference AUC) / (1 - mean reference AUC), the mean over runs and over the defined tasks (None where
+    the reference's mean AUC is 1). None without a reference comparison or its runs."""
+    from cltoolkit.suites.crl.metrics import forward_transfer
+
+    tasks = [t.id for t in protocol.stream.tasks]
+    reference = [a for r in records if _role(protocol, r) == "reference" and (a := _auc(r, tasks)) is not None]
+    if not reference:
+        return None
+    ref = [sum(a[i] for a in reference) / len(reference) for i in range(len(tasks))]
+    out: dict[str, Any] = {"referenceAuc": dict(zip(tasks, ref, strict=True)), "referenceRuns": len(reference)}
+    for comp in protocol.comparisons:
+        if comp.role == "reference":
+            continue
+        runs = [a for r in records if r.spec.comparison == comp.id and (a := _auc(r, tasks)) is not None]
+        if not runs:
+            continue
+        per_run = [forward_transfer(a, ref) for a in runs]
+        totals = [t for t, _ in per_run if t is not None]
+        per_task: dict[str, float | None] = {}
+        for i, task in enumerate(tasks):
+            defined = [v for _, p in per_run if (v := p[i]) is not None]
+            per_task[task] = sum(defined) / len(defined) if defined else None
+        out[comp.id] = {"mean": sum(totals) / len(totals) if totals else None, "perTask": per_task, "runs": len(runs)}
+    return out
