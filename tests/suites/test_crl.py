@@ -15,7 +15,7 @@ from torch.nn import functional as F
 from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
 from cltoolkit.suites.crl.api import CrlMethod, CrlTask
 from cltoolkit.suites.crl.driver import run_stream
-from cltoolkit.suites.crl.methods import L2, CrlEWC, CrlFinetuning, PerfectMemory, SingleTask
+from cltoolkit.suites.crl.methods import L2, CrlEWC, CrlFinetuning, CrlMAS, CrlSI, PerfectMemory, SingleTask
 from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
 from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
 from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Sac, SacConfig, TwinCritic, target_entropy
@@ -360,3 +360,16 @@ def test_a_single_task_method_must_be_the_reference_and_only_it() -> None:
     problems = [(p.where, p.message) for p in suite.check(protocol)]
     assert [p for p, _ in problems] == ["/comparisons/0/role", "/comparisons/1/role"]
     assert "must be 'reference'" in problems[0][1] and "must not be 'reference'" in problems[1][1]
+
+
+@pytest.mark.parametrize(
+    ("cls", "params"), [(CrlSI, {"strength": 1.0}), (CrlMAS, {"lambda": 1.0, "importanceBatches": 2})]
+)
+def test_the_library_methods_run_a_stream_and_anchor_the_shared_parameters(
+    cls: type[CrlMethod[Any]], params: dict[str, Any]
+) -> None:
+    method = _method(cls, **params)
+    out = run_stream(_protocol(), method, seed=0)
+    assert out["budget"]["samples"]["other"] == 0
+    sac_shape = {n: p.shape for n, p in method.algo.anchor.items()}
+    assert sac_shape and not any(n.startswith("actor.mu") for n in sac_shape)  # shared parameters only

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from torch import nn
 
     from cltoolkit.suites.crl.sac import Sac
+    from cltoolkit.suites.step import Step
 
-__all__ = ["L2", "CrlEWC", "CrlFinetuning", "PerfectMemory", "SingleTask"]
+__all__ = ["L2", "CrlEWC", "CrlFinetuning", "CrlMAS", "CrlSI", "PerfectMemory", "SingleTask"]
 
 
 def shared(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
@@ -122,6 +123,86 @@ class CrlEWC(CrlMethod[CrlEwcParams]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state:
             self.algo.load_state_dict(state["algo"])
+
+
+class _Library(CrlMethod[Any]):
+    """A library algorithm (`algo`) whose state round-trips and whose diagnostics reach the record."""
+
+    algo: Any
+
+    def diagnostics(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = self.algo.diagnostics()
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"algo": self.algo.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.algo.load_state_dict(state["algo"])
+
+
+class CrlSiParams(core.SiFields):
+    """Synaptic Intelligence's fields."""
+
+
+class CrlSI(_Library):
+    """Synaptic Intelligence (the library's) on the shared parameters, on the step hooks: the path integral of the
+    gradient read after backward (the SAC losses plus the penalty) times each step's parameter change."""
+
+    Params = CrlSiParams
+    summary = "SAC with Synaptic Intelligence on the shared parameters"
+
+    def __post_init__(self) -> None:
+        self.algo = core.SynapticIntelligence(self.params)
+
+    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+        self.algo.begin_task(lambda: shared(sac))
+
+    def after_backward(self, sac: Sac, step: Step) -> None:
+        self.algo.after_backward(lambda: shared(sac))
+
+    def after_step(self, sac: Sac, step: Step) -> None:
+        self.algo.after_step(lambda: shared(sac))
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        self.algo.end_task(lambda: shared(sac))
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
+        return penalty
+
+
+class CrlMasParams(core.MasFields):
+    """MAS's fields (CW's `--cl_reg_coef` is `lambda`: 1e4 in the paper's runs)."""
+
+
+class CrlMAS(_Library):
+    """Memory Aware Synapses (the library's) on the shared parameters: importance from the gradient of the squared
+    norm of the actor's action means and both critics' values on copies of the task's last `importanceBatches` update
+    batches (the method's bookkeeping), summed over tasks."""
+
+    Params = CrlMasParams
+    summary = "SAC with MAS on the shared parameters"
+
+    def __post_init__(self) -> None:
+        self.algo = core.MAS(self.params)
+        self.kept: list[dict[str, torch.Tensor]] = []
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        self.kept = [*self.kept[-(self.params.importanceBatches - 1) :], {k: v.clone() for k, v in batch.items()}]
+        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
+        return penalty
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        import torch
+
+        def outputs(b: dict[str, torch.Tensor]) -> torch.Tensor:
+            action = sac.actor(b["obs"], b["head"], deterministic=True)[0]
+            return torch.cat([action, sac.critic(b["obs"], b["actions"], b["head"]).T], dim=1)
+
+        self.algo.end_task(lambda: shared(sac), self.kept, outputs)
+        self.kept = []
 
 
 class MemoryParams(Strict):
