@@ -4,6 +4,7 @@ registered components, then writes the freeze ledger (its format and reading: `c
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from cltoolkit.ids import parse_id
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import CANONICALIZATION, canonical_bytes, protocol_hash
 from cltoolkit.protocol.load import load_json_file
-from cltoolkit.protocol.lock import ComponentPin, Lock, read_lock, snapshot_path
+from cltoolkit.protocol.lock import ComponentPin, Lock, PackagePin, read_lock, snapshot_path
 from cltoolkit.protocol.models import SCHEMA_VERSION, CodeAmendment
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import registries
@@ -71,6 +72,14 @@ def freeze(
             for k, v in {**protocol_components(regs, loaded.model), **provenance.evaluator_sources()}.items()
         },
     )
+    stack = loaded.model.packages
+    package_text = None
+    if stack is not None:  # resolved before anything is written: a failed resolution leaves no lock
+        from cltoolkit.packages import lock_text, pip_options, resolve
+
+        package_text = lock_text(resolve(stack.requirements, stack.python, pip_options()))
+        digest = "sha256:" + hashlib.sha256(package_text.encode()).hexdigest()
+        lock = lock.model_copy(update={"packages": PackagePin(file=f"{loaded.id}.packages.txt", sha256=digest)})
     from cltoolkit.planning import freeze_power_warnings
 
     warnings = [*loaded.warnings, *freeze_power_warnings(project, loaded)]  # said before anything is written
@@ -80,6 +89,8 @@ def freeze(
     manifest = suite.split_manifest(loaded.model)
     if manifest is not None:
         write_json(project.locks_dir / f"{loaded.id}.splits.json", manifest)
+    if package_text is not None and lock.packages is not None:
+        atomic_write_bytes(project.locks_dir / lock.packages.file, package_text.encode())
     atomic_write_bytes(snapshot_path(project, loaded.id), canonical_bytes(loaded.document) + b"\n")
     write_json(project.lock_path(loaded.id), lock.model_dump(mode="json", exclude_none=True))
     return lock, warnings

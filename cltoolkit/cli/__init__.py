@@ -185,11 +185,13 @@ def _has_project() -> bool:
 
 def _register_optional() -> None:
     """Sub-apps of the run, report and plan layers."""
+    from cltoolkit.cli import env as env_cli
     from cltoolkit.cli import plan as plan_cli
     from cltoolkit.cli import report as report_cli
     from cltoolkit.cli import run as run_cli
 
     app.add_typer(plan_cli.app, name="plan")
+    app.add_typer(env_cli.app, name="env")
     run_cli.register(app)
     report_cli.register(app)
 

@@ -30,11 +30,13 @@ __all__ = [
     "Change",
     "ComponentPin",
     "Lock",
+    "PackagePin",
     "VerifyOutcome",
     "accepted_code",
     "code_state",
     "diff_documents",
     "is_frozen",
+    "package_problems",
     "pinned_code_problems",
     "read_lock",
     "require_frozen",
@@ -57,6 +59,15 @@ class ComponentPin(Strict):
     """Digest of the component's source files (`cltoolkit.run.provenance.component_source`)."""
 
 
+class PackagePin(Strict):
+    """The resolved package stack of a protocol (`cltoolkit.packages`)."""
+
+    file: str = Field(pattern=r"^[a-z0-9.-]+-v[1-9][0-9]*\.packages\.txt$")
+    """The package file's name, in `registry/locks/`."""
+    sha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    """Its SHA-256 (the environment is keyed by it; records name it in `provenance.environment`)."""
+
+
 class Lock(Strict):
     """One entry of the freeze ledger."""
 
@@ -75,6 +86,9 @@ class Lock(Strict):
     components: dict[str, ComponentPin] | None = None
     """`<kind>:<name>` -> the code of every component the protocol uses (suite, each method, metrics, analysis),
     pinned at freezing. Locks written before the evaluator was pinned have none: their code is "not pinned"."""
+    packages: PackagePin | None = None
+    """The protocol's own package stack, resolved at freezing (`packages` in the protocol): the package file beside
+    the lock and its digest. None: the runs use the toolkit's environment."""
 
 
 @dataclass(frozen=True)
@@ -266,6 +280,8 @@ def _verify_one(
         actual = protocol_hash(document)
     except (ValidationFailed, InputError) as exc:
         return VerifyOutcome(protocol_id, False, lock.sha256, None, (*problems, *str(exc).splitlines()), tuple(notes))
+    if lock.packages is not None:
+        problems += package_problems(project, lock.packages)
     if history:
         from cltoolkit.protocol.lock_history import dating_problems
 
@@ -278,6 +294,19 @@ def _verify_one(
         else:
             problems.append("its snapshot does not match the lock: cannot name the changed fields")
     return VerifyOutcome(protocol_id, not problems, lock.sha256, actual, tuple(problems), tuple(notes))
+
+
+def package_problems(project: Project, pin: PackagePin) -> list[str]:
+    """The package file must be the one the lock names, a regular file, with the recorded digest."""
+    from cltoolkit.packages import file_digest
+
+    path = project.locks_dir / pin.file
+    if path.is_symlink() or not path.is_file():
+        return [f"{path}: the package file the lock names is missing (or a link)"]
+    digest = file_digest(path)
+    if digest != pin.sha256:
+        return [f"{path}: digest {digest} differs from the lock's {pin.sha256}: the package stack was edited"]
+    return []
 
 
 def accepted_code(pins: dict[str, ComponentPin], amendments: Sequence[CodeAmendment], name: str) -> set[str]:

@@ -41,6 +41,7 @@ __all__ = [
     "MetricDecl",
     "Milestone",
     "MilestoneState",
+    "PackageStack",
     "PermutationPlan",
     "ProtocolBase",
     "Safeguard",
@@ -422,6 +423,29 @@ class Status(Strict):
     report."""
 
 
+class PackageStack(Strict):
+    """Packages a protocol's runs need that the toolkit's environment does not hold (a simulator pinned to another
+    version, a benchmark's package)."""
+
+    requirements: Annotated[
+        list[
+            Annotated[
+                str,
+                Field(
+                    min_length=1,
+                    max_length=200,
+                    pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?\s*(===?|~=|>=|<=|!=|<|>)?[^;\s@/]*$",
+                ),
+            ]
+        ],
+        Field(min_length=1, max_length=200),
+    ]
+    """Requirement specifiers (`metaworld==3.1.1`, `mujoco==3.3.0`): names with optional extras and one version
+    clause; no URLs, paths or options (the resolution records where each file came from)."""
+    python: str | None = Field(default=None, pattern=r"^3\.[0-9]{1,2}$")
+    """The Python minor version the stack is resolved for (None: the toolkit's own)."""
+
+
 class ProtocolBase(Strict):
     """The common envelope of every protocol (hashed except `status` and `results`)."""
 
@@ -467,6 +491,11 @@ class ProtocolBase(Strict):
     """What the evaluation does not address."""
     milestones: list[Milestone] = Field(default_factory=list)
     """Declared milestones (their state lives in `status`)."""
+    packages: PackageStack | None = None
+    """The package stack the protocol's runs need beyond the toolkit's own (None: the toolkit's environment). At
+    freezing, the requirements are resolved together with the toolkit's runtime requirements into exact versions and
+    SHA-256 hashes (`registry/locks/<id>.packages.txt`, whose digest the lock records); `clt env build` makes the
+    environment from that file alone, in pip's hash-checking mode."""
     status: Status | None = None
     """Mutable status (not hashed)."""
     results: Results | None = None

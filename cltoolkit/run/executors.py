@@ -60,13 +60,15 @@ class _Children:
                 proc.kill()
 
 
-def worker_command() -> list[str]:
-    """The worker's command line. `-P`: the working directory is not on the module path (a module planted there,
-    named like a dependency, must not run); `-s`: no user site-packages unless the driver itself uses them."""
+def worker_command(interpreter: Path | None = None) -> list[str]:
+    """The worker's command line (`interpreter`: a protocol's own package environment, else the driver's Python).
+    `-P`: the working directory is not on the module path (a module planted there, named like a dependency, must not
+    run); `-s`: no user site-packages unless the driver itself uses them."""
     import site
 
     user_site = site.ENABLE_USER_SITE and any(p == site.getusersitepackages() for p in sys.path)
-    return [sys.executable, "-P", *([] if user_site else ["-s"]), "-m", "cltoolkit.run.worker"]
+    python = str(interpreter) if interpreter is not None else sys.executable
+    return [python, "-P", *([] if user_site else ["-s"]), "-m", "cltoolkit.run.worker"]
 
 
 def _attempt(job: Job, job_file: Path, children: _Children) -> tuple[str, str, RunOutput | None]:
@@ -74,7 +76,7 @@ def _attempt(job: Job, job_file: Path, children: _Children) -> tuple[str, str, R
     out = job.run_dir / f"output-{uuid.uuid4().hex[:12]}.json"  # this attempt's own file: no stale output is read
     (job.run_dir / "error.json").unlink(missing_ok=True)
     with open_append_nofollow(job.run_dir / "log.txt") as log:
-        proc = children.start([*worker_command(), str(job_file), out.name], log)
+        proc = children.start([*worker_command(job.interpreter), str(job_file), out.name], log)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

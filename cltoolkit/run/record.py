@@ -199,6 +199,9 @@ class Provenance(Strict):
     """Start (UTC)."""
     finishedAt: datetime.datetime
     """End (UTC)."""
+    environment: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
+    """The digest of the protocol's package file whose environment ran the run (`clt env build`); None: the
+    toolkit's environment."""
     components: dict[str, ComponentSource] | None = None
     """`<kind>:<name>` -> the code of every registered component the run used (suite, method, metrics, analysis).
     None in records written before it was recorded."""

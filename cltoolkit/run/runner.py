@@ -207,7 +207,8 @@ def _record(
                 "toolkitVersion": provenance.toolkit_version(),
                 "gitCommit": commit,
                 "gitDirty": dirty,
-                "packages": provenance.package_versions(),
+                "packages": (output.packages if output and output.packages else provenance.package_versions()),
+                "environment": output.environment if output else None,
                 "python": provenance.python_version(),
                 "platform": provenance.platform_text(),
                 "torchThreads": output.torch_threads if output else None,
@@ -349,6 +350,41 @@ def _refuse_before_planning(project: Project, regs: Registries, loaded: LoadedPr
             raise Refusal(f"--device {device}: {problem}")
 
 
+def _package_environment(
+    project: Project, loaded: LoadedProtocol, store: RunStore, options: RunOptions
+) -> tuple[Path | None, str | None]:
+    """The interpreter and package-file digest of the protocol's own environment (`packages`), built on first use:
+    an official run uses the package file the lock pins; a pilot run, one resolved now into its store. (None, None)
+    for a protocol without `packages`. Only the local executor can start workers there."""
+    stack = loaded.model.packages
+    if stack is None:
+        return None, None
+    import cltoolkit
+    from cltoolkit import packages
+    from cltoolkit.protocol.lock import package_problems
+
+    if options.executor.name != "local":
+        raise Refusal(
+            f"{loaded.id} declares its own package stack, which only the local executor runs in so far (a Ray "
+            "runtime environment for it is not built yet)"
+        )
+    lock = None if options.pilot else read_lock(project, loaded.id)
+    if lock is not None and lock.packages is not None:
+        problems = package_problems(project, lock.packages)
+        if problems:
+            raise Refusal("\n".join(problems))
+        package_file = project.locks_dir / lock.packages.file
+    else:  # a pilot: resolved now, kept beside its records
+        store.folder.mkdir(parents=True, exist_ok=True)
+        package_file = store.folder / "packages.txt"
+        text = packages.lock_text(packages.resolve(stack.requirements, stack.python, packages.pip_options()))
+        from cltoolkit._io import atomic_write_bytes
+
+        atomic_write_bytes(package_file, text.encode())
+    env = packages.build(package_file, Path(cltoolkit.__file__).resolve().parent.parent, packages.pip_options())
+    return packages.interpreter(env), packages.file_digest(package_file)
+
+
 def _run_locked(
     project: Project,
     regs: Registries,
@@ -422,6 +458,7 @@ def _run_locked(
             callbacks.on_plan(summary)
         return summary
     protocol_path = loaded.path.resolve()
+    interpreter, environment = _package_environment(project, loaded, store, options)
     jobs = [
         Job(
             RunSpec(
@@ -438,6 +475,8 @@ def _run_locked(
             ),
             run_dir=project.writable(store.run_dir(p.run_id)),  # a run folder linked out of the project: refused
             protocol_path=protocol_path,
+            interpreter=interpreter,
+            environment=environment,
         )
         for p in todo
     ]

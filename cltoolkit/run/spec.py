@@ -122,6 +122,10 @@ class Job:
     """The run's folder in the store: job file, log, attempt outputs; the driver writes the record there."""
     protocol_path: Path
     """The protocol file the worker loads (the effective document of a `--set` pilot)."""
+    interpreter: Path | None = None
+    """The Python that runs the worker: a protocol's own package environment (None: the driver's)."""
+    environment: str | None = None
+    """The digest of the package file that environment must have been built from (checked by the worker)."""
 
     @property
     def run_id(self) -> str:
@@ -143,6 +147,7 @@ def job_payload(job: Job, components: Path | None) -> dict[str, Any]:
         "protocolPath": str(job.protocol_path),
         "components": str(components) if components else None,
         "threads": spec.threads,
+        "environment": job.environment,
         "spec": {**{name: getattr(spec, name) for name in IDENTITY}, "threads": spec.threads, "device": spec.device},
     }
 
@@ -166,6 +171,11 @@ class RunOutput:
     splits: dict[str, Any] = field(default_factory=dict)
     torch_threads: int | None = None
     """torch's intra-op threads in the process that ran it, read there by the worker (never set by a suite)."""
+    environment: str | None = None
+    """The digest of the protocol package file whose environment ran it (`cltoolkit.packages`), read there by the
+    worker; None: the toolkit's environment."""
+    packages: dict[str, str] | None = None
+    """The package versions of the process that ran it, where that was a protocol's own environment."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -176,6 +186,8 @@ class RunOutput:
             "precision": self.precision,
             "splits": self.splits,
             "torchThreads": self.torch_threads,
+            "environment": self.environment,
+            "packages": self.packages,
         }
 
     @classmethod
@@ -188,6 +200,8 @@ class RunOutput:
             data.get("precision"),
             data.get("splits", {}),
             data.get("torchThreads"),
+            data.get("environment"),
+            data.get("packages"),
         )
 
 

@@ -52,6 +52,11 @@ def record_problems(
         )
     if record.protocol.pilot:
         problems.append("a pilot record (pilot runs never report results; they belong in the pilot store)")
+    if protocol.packages is not None and record.status.state == "completed" and record.provenance.environment is None:
+        problems.append(
+            "/provenance/environment: ran in the toolkit's environment, not in the protocol's own package stack "
+            "(`packages`); rerun it (`clt run` builds the environment)"
+        )
     point = planned.get(record.runId)
     if point is None:
         problems.append(f"run id {record.runId!r} is not a planned run of any stage of {protocol.id}")

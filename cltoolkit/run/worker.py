@@ -39,6 +39,15 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     keep_freed_memory()
+    from cltoolkit import packages
+
+    here = packages.current()
+    if job.get("environment") is not None and here != job["environment"]:
+        return {
+            "state": "failed",
+            "reason": f"environment: this run needs the protocol's package environment ({job['environment']}) and "
+            f"ran in {here or 'the toolkit environment'}; `clt env build <protocol>` builds it",
+        }
     try:
         from cltoolkit.component_validation import load_protocol
         from cltoolkit.registry import registries
@@ -57,6 +66,10 @@ def execute_job(job: dict[str, Any]) -> dict[str, Any]:
                 f"hold; method {spec.method!r} diverged or returned an invalid score",
             }
         output.torch_threads = _torch_threads()
+        if here is not None:  # a protocol's own environment: its versions, not the driver's
+            from cltoolkit.run.provenance import package_versions
+
+            output.environment, output.packages = here, package_versions()
         return {"state": "completed", **output.to_json()}
     except Exception as exc:  # a failed run: recorded, never retried
         traceback.print_exc()
