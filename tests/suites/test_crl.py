@@ -15,7 +15,7 @@ from torch.nn import functional as F
 from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
 from cltoolkit.suites.crl.api import CrlMethod, CrlTask
 from cltoolkit.suites.crl.driver import run_stream
-from cltoolkit.suites.crl.methods import L2, CrlEWC, CrlFinetuning, CrlMAS, CrlSI, PerfectMemory, SingleTask
+from cltoolkit.suites.crl.methods import L2, CrlAGEM, CrlEWC, CrlFinetuning, CrlMAS, CrlSI, PerfectMemory, SingleTask
 from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
 from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
 from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Sac, SacConfig, TwinCritic, target_entropy
@@ -373,3 +373,14 @@ def test_the_library_methods_run_a_stream_and_anchor_the_shared_parameters(
     assert out["budget"]["samples"]["other"] == 0
     sac_shape = {n: p.shape for n, p in method.algo.anchor.items()}
     assert sac_shape and not any(n.startswith("actor.mu") for n in sac_shape)  # shared parameters only
+
+
+def test_agem_projects_against_the_suites_episodic_memory_counted_as_replay() -> None:
+    method = _method(CrlAGEM, memoryPerTask=60, referenceSamples=16)
+    out = run_stream(_protocol(), method, seed=0)
+    assert out["metrics"]["episodicMemory"] == 120  # 60 of each task, kept at its end
+    budget = out["budget"]
+    assert budget["replaySamples"] == 150 * 16  # every update of the second task drew a reference batch
+    assert budget["samples"]["other"] == 0  # its forwards were matched to the memory's draws
+    assert method.algo.steps == 150
+    assert 0.0 <= out["metrics"]["methodDiagnostics"]["projectedShare"] <= 1.0

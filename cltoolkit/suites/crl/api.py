@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from cltoolkit.components import Method
 from cltoolkit.protocol._base import Strict
@@ -28,9 +28,20 @@ if TYPE_CHECKING:
     from cltoolkit.suites.crl.sac import Sac
     from cltoolkit.suites.step import Step
 
-__all__ = ["CrlMethod", "CrlTask", "ParamsT"]
+__all__ = ["CrlMethod", "CrlTask", "EpisodicMemory", "ParamsT"]
 
 ParamsT = TypeVar("ParamsT", bound=Strict | None)
+
+
+class EpisodicMemory(Protocol):
+    """The suite's episodic memory (`CrlMethod.episodic_per_task`): transitions of finished tasks, kept by the suite
+    at each task's end; every transition drawn is counted as replay."""
+
+    def __len__(self) -> int: ...
+
+    def draw(self, n: int) -> dict[str, torch.Tensor]:
+        """`n` transitions drawn uniformly (obs, next_obs, actions, rewards, done, head), counted as replay."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,8 @@ class CrlTask:
     """Position in the stream (0 first): the actor head it trains."""
     steps: int
     """Environment steps of the task."""
+    memory: EpisodicMemory | None = None
+    """The suite's episodic memory of the earlier tasks, where the method asked for one."""
 
 
 @dataclass
@@ -64,6 +77,11 @@ class CrlMethod(Method, Generic[ParamsT]):
 
     def __post_init__(self) -> None:
         """Set up the method's own state (called once per run)."""
+
+    def episodic_per_task(self) -> int:
+        """Transitions of each finished task the suite keeps in its episodic memory for this method (CW's
+        `episodic_mem_per_task`; 0: none)."""
+        return 0
 
     def begin_task(self, sac: Sac, task: CrlTask) -> None:
         """A task starts."""

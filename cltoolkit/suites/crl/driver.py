@@ -99,6 +99,46 @@ class Buffer:
         }
 
 
+class Episodic:
+    """The suite's episodic memory: at each task's end, `per_task` transitions drawn uniformly from the task's part
+    of the replay buffer are copied in; `draw` samples uniformly over all of them, counting each as replay (in the
+    ledger, and for the sample counter as drawn from the suite's memory)."""
+
+    def __init__(self, per_task: int, ledger: CrlLedger, rng: np.random.Generator) -> None:
+        self.per_task, self.ledger, self.rng = per_task, ledger, rng
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.counter: SampleCounter | None = None
+
+    def __len__(self) -> int:
+        return sum(len(p["obs"]) for p in self.parts)
+
+    def keep(self, buffer: Buffer, task: int) -> None:
+        rows = np.flatnonzero(buffer.task[: buffer.size] == task)
+        take = rows if len(rows) <= self.per_task else self.rng.choice(rows, self.per_task, replace=False)
+        self.parts.append(
+            {
+                "obs": buffer.obs[take].copy(),
+                "next_obs": buffer.next_obs[take].copy(),
+                "actions": buffer.actions[take].copy(),
+                "rewards": buffer.rewards[take].copy(),
+                "done": buffer.done[take].copy(),
+                "task": buffer.task[take].copy(),
+            }
+        )
+
+    def draw(self, n: int) -> dict[str, torch.Tensor]:
+        pool = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
+        idx = self.rng.integers(len(pool["obs"]), size=n)
+        batch = {k: torch.from_numpy(v[idx]) for k, v in pool.items()}
+        batch["head"] = batch.pop("task")
+        self.ledger.replaySamples += n
+        self.ledger.samplesProcessed += n
+        if self.counter is not None:
+            self.counter.drew(batch["obs"])
+            self.counter.drew(batch["next_obs"])
+        return batch
+
+
 def _make(task: StreamTask, max_steps: int) -> Any:
     import gymnasium as gym
 
@@ -222,8 +262,12 @@ def run_stream(
         after_step = overrides(method, CrlMethod, "after_step")
         success: list[list[float]] = []
         active: list[int] = []
+        episodic = Episodic(method.episodic_per_task(), ledger, rng) if method.episodic_per_task() else None
+        if episodic is not None:
+            episodic.counter = counter
         for index, spec in enumerate(tasks):
-            task = CrlTask(spec.id, index, stream.stepsPerTask)
+            memory = episodic if episodic is not None and len(episodic) else None
+            task = CrlTask(spec.id, index, stream.stepsPerTask, memory)
             head = index if heads > 1 else 0
             if index and method.regime == "single-task":  # a reference: every task learnt from scratch
                 counter.close()
@@ -278,6 +322,8 @@ def run_stream(
                         on_evaluation(ledger.environmentSteps, rates)
             with counter.armed():
                 unchanged(named, "end_task", partial(method.end_task, sac, task), "the networks' weights")
+            if episodic is not None:
+                episodic.keep(buffer, index)
             for name, value in named():
                 if not bool(torch.isfinite(value.detach()).all()):
                     raise NonFiniteValue(spec.id, updates, f"parameter {name}", "end of task")
@@ -297,6 +343,7 @@ def run_stream(
             "ownAuc": dict(zip(ids, m.auc, strict=True)),
             "evaluations": {"tasks": ids, "active": [ids[i] for i in active], "success": success},
             "updatesPerTask": {t: v["gradientUpdates"] for t, v in ledger.perTask.items()},
+            "episodicMemory": len(episodic) if episodic is not None else 0,
             "methodDiagnostics": method.diagnostics(),
         },
         "budget": {

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cltoolkit.suites.crl.sac import Sac
     from cltoolkit.suites.step import Step
 
-__all__ = ["L2", "CrlEWC", "CrlFinetuning", "CrlMAS", "CrlSI", "PerfectMemory", "SingleTask"]
+__all__ = ["L2", "CrlAGEM", "CrlEWC", "CrlFinetuning", "CrlMAS", "CrlSI", "PerfectMemory", "SingleTask"]
 
 
 def shared(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
@@ -203,6 +203,48 @@ class CrlMAS(_Library):
 
         self.algo.end_task(lambda: shared(sac), self.kept, outputs)
         self.kept = []
+
+
+class CrlAgemParams(Strict):
+    """A-GEM's fields as CW names them."""
+
+    memoryPerTask: int = Field(default=10_000, ge=1, le=10**8)
+    """Transitions of each finished task the suite keeps in its episodic memory (CW's `episodic_mem_per_task`)."""
+    referenceSamples: int = Field(default=128, ge=1, le=65536)
+    """Transitions drawn from it for each update's reference gradient (CW's `episodic_batch_size`)."""
+
+
+class CrlAGEM(_Library):
+    """A-GEM (the library's projection) on the actor and both critics, as CW runs it (`--regularize_critic`): from
+    the second task on, each update's gradient is projected against the gradient of the SAC loss (the critics' and
+    the actor's terms) on `referenceSamples` transitions drawn from the suite's episodic memory (counted as
+    replay)."""
+
+    Params = CrlAgemParams
+    summary = "SAC with A-GEM on the suite's episodic memory"
+
+    def __post_init__(self) -> None:
+        self.algo = core.AGEM(
+            core.AgemFields(capacity=self.params.memoryPerTask, referenceSamples=self.params.referenceSamples)
+        )
+        self.task: CrlTask | None = None
+
+    def episodic_per_task(self) -> int:
+        return int(self.params.memoryPerTask)
+
+    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+        self.task = task
+
+    def after_backward(self, sac: Sac, step: Step) -> None:
+        memory = self.task.memory if self.task is not None else None
+
+        def reference() -> torch.Tensor | None:
+            if memory is None:
+                return None  # the first task has nothing to protect
+            parts = sac.losses(memory.draw(self.params.referenceSamples))
+            return parts["value"] + parts["policy"]
+
+        self.algo.after_backward(lambda: [*sac.actor.named_parameters(), *sac.critic.named_parameters()], reference)
 
 
 class MemoryParams(Strict):
