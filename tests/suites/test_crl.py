@@ -15,7 +15,17 @@ from torch.nn import functional as F
 from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
 from cltoolkit.suites.crl.api import CrlMethod, CrlTask
 from cltoolkit.suites.crl.driver import run_stream
-from cltoolkit.suites.crl.methods import L2, CrlAGEM, CrlEWC, CrlFinetuning, CrlMAS, CrlSI, PerfectMemory, SingleTask
+from cltoolkit.suites.crl.methods import (
+    L2,
+    CrlAGEM,
+    CrlEWC,
+    CrlFinetuning,
+    CrlMAS,
+    CrlReplayCloning,
+    CrlSI,
+    PerfectMemory,
+    SingleTask,
+)
 from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
 from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
 from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Sac, SacConfig, TwinCritic, target_entropy
@@ -384,3 +394,12 @@ def test_agem_projects_against_the_suites_episodic_memory_counted_as_replay() ->
     assert budget["samples"]["other"] == 0  # its forwards were matched to the memory's draws
     assert method.algo.steps == 150
     assert 0.0 <= out["metrics"]["methodDiagnostics"]["projectedShare"] <= 1.0
+
+
+def test_replay_cloning_pulls_the_actor_towards_its_earlier_self_on_memory_counted_as_replay() -> None:
+    method = _method(CrlReplayCloning, memoryPerTask=60, cloningSamples=16, cloningCoef=1.0)
+    out = run_stream(_protocol(), method, seed=0)
+    assert out["budget"]["replaySamples"] == 150 * 16  # a cloning batch per update of the second task
+    assert out["budget"]["samples"]["other"] == 0
+    assert method.kl[0] == pytest.approx(0.0, abs=1e-6)  # the copy is the actor at the task's end
+    assert out["metrics"]["methodDiagnostics"]["meanCloningKl"] > 0  # then the actor moves on task two

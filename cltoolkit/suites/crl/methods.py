@@ -21,7 +21,17 @@ if TYPE_CHECKING:
     from cltoolkit.suites.crl.sac import Sac
     from cltoolkit.suites.step import Step
 
-__all__ = ["L2", "CrlAGEM", "CrlEWC", "CrlFinetuning", "CrlMAS", "CrlSI", "PerfectMemory", "SingleTask"]
+__all__ = [
+    "L2",
+    "CrlAGEM",
+    "CrlEWC",
+    "CrlFinetuning",
+    "CrlMAS",
+    "CrlReplayCloning",
+    "CrlSI",
+    "PerfectMemory",
+    "SingleTask",
+]
 
 
 def shared(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
@@ -245,6 +255,60 @@ class CrlAGEM(_Library):
             return parts["value"] + parts["policy"]
 
         self.algo.after_backward(lambda: [*sac.actor.named_parameters(), *sac.critic.named_parameters()], reference)
+
+
+class CloningParams(Strict):
+    """Behaviour cloning of earlier tasks' policies on the suite's episodic memory."""
+
+    memoryPerTask: int = Field(default=10_000, ge=1, le=10**8)
+    """Transitions of each finished task the suite keeps in its episodic memory."""
+    cloningSamples: int = Field(default=128, ge=1, le=65536)
+    """Transitions drawn from it for each update's cloning term (counted as replay)."""
+    cloningCoef: float = Field(gt=0, le=1e12)
+    """Weight of the cloning term."""
+
+
+class CrlReplayCloning(CrlMethod[CloningParams]):
+    """Replay with behaviour cloning, nav4's candidate idea on this suite (the closest published relative:
+    ClonEx-SAC, Wolczyk et al. 2022): at each task's end the method keeps a frozen copy of the actor; on every later
+    update it draws `cloningSamples` transitions from the suite's episodic memory (earlier tasks only, counted as
+    replay) and adds `cloningCoef` times the mean KL divergence from the copy's Gaussian (before the tanh) to the
+    actor's, each row on its own task's head. The actor alone is cloned; the critics learn the current task."""
+
+    Params = CloningParams
+    summary = "SAC with behaviour cloning of earlier tasks' policies on the suite's episodic memory"
+
+    def __post_init__(self) -> None:
+        self.old: nn.Module | None = None
+        self.kl: list[float] = []
+
+    def episodic_per_task(self) -> int:
+        return int(self.params.memoryPerTask)
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        from cltoolkit.suites.crl.sac import Actor
+
+        old = Actor(sac.config)  # a fresh module: the suite's counting hooks stay on the suite's actor
+        old.load_state_dict(sac.actor.state_dict())
+        self.old = old.requires_grad_(False)
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        import torch
+
+        if task.memory is None or self.old is None:
+            return None
+        drawn = task.memory.draw(self.params.cloningSamples)
+        with torch.no_grad():
+            mu_old, log_std_old = self.old.distribution(drawn["obs"], drawn["head"])  # type: ignore[operator]
+        mu, log_std = sac.actor.distribution(drawn["obs"], drawn["head"])
+        var, var_old = (2 * log_std).exp(), (2 * log_std_old).exp()
+        kl = (log_std - log_std_old + (var_old + (mu_old - mu) ** 2) / (2 * var) - 0.5).sum(1).mean()
+        self.kl.append(float(kl.detach()))
+        term: torch.Tensor = self.params.cloningCoef * kl
+        return term
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return {"meanCloningKl": sum(self.kl) / len(self.kl) if self.kl else None}
 
 
 class MemoryParams(Strict):

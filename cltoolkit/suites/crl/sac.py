@@ -114,13 +114,16 @@ class Actor(nn.Module):
         out = out.view(out.shape[0], self.config.heads, self.config.act_dim)
         return out[torch.arange(out.shape[0], device=out.device), head]
 
+    def distribution(self, obs: torch.Tensor, head: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian before the tanh: (mu, log_std) for each row, from the head each row names."""
+        x = self.trunk(obs)
+        return self._head(self.mu(x), head), self._head(self.log_std(x), head).clamp(LOG_STD_MIN, LOG_STD_MAX)
+
     def forward(
         self, obs: torch.Tensor, head: torch.Tensor, deterministic: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(action, log pi(action | obs)) for each row, from the head each row names."""
-        x = self.trunk(obs)
-        mu = self._head(self.mu(x), head)
-        log_std = self._head(self.log_std(x), head).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        mu, log_std = self.distribution(obs, head)
         pre = mu if deterministic else mu + torch.randn_like(mu) * log_std.exp()
         # the Gaussian's log-density, then the tanh correction in CW's (Spinning Up's) stable form
         logp = (-0.5 * (((pre - mu) / (log_std.exp() + 1e-8)) ** 2 + 2 * log_std + math.log(2 * math.pi))).sum(1)
