@@ -67,74 +67,6 @@ class SingleTask(CrlMethod[NoParams]):
     regime = "single-task"
 
 
-class L2Params(core.L2Fields):
-    """The L2 pull's strength (CW's `--cl_reg_coef`, 1e5 in the paper's runs)."""
-
-
-class L2(CrlMethod[L2Params]):
-    """An L2 pull of the shared parameters towards their values at the end of the previous task (CW's `l2`)."""
-
-    Params = L2Params
-    summary = "SAC with an L2 pull towards the previous task's parameters"
-
-    def __post_init__(self) -> None:
-        self.algo = core.L2Anchor(self.params)
-        self.sac: Sac | None = None
-
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
-        return self.algo.penalty(lambda: shared(sac))
-
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
-        self.algo.end_task(lambda: shared(sac))
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"algo": self.algo.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            self.algo.load_state_dict(state["algo"])
-
-
-class CrlEwcParams(core.EwcFields):
-    """Online EWC's fields (CW's `--cl_reg_coef` is `lambda`: 1e4 in the paper's runs)."""
-
-
-class CrlEWC(CrlMethod[CrlEwcParams]):
-    """Online EWC on the shared parameters (the library's `OnlineEWC`): the Fisher is the empirical diagonal of the
-    SAC loss (the critics' and the actor's terms) over copies of the task's last `fisherBatches` update batches,
-    which the method keeps (its bookkeeping: the passes are counted as such). CW's EWC estimates the Fisher from the
-    policy's and the critics' output gradients instead; a declared difference."""
-
-    Params = CrlEwcParams
-    summary = "SAC with online EWC on the shared parameters"
-
-    def __post_init__(self) -> None:
-        self.algo = core.OnlineEWC(self.params)
-        self.kept: list[dict[str, torch.Tensor]] = []
-
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
-        self.kept = [*self.kept[-(self.params.fisherBatches - 1) :], {k: v.clone() for k, v in batch.items()}]
-        return self.algo.penalty(lambda: shared(sac))
-
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
-        def loss(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-            parts = sac.losses(batch)
-            return parts["value"] + parts["policy"]
-
-        self.algo.end_task(lambda: shared(sac), self.kept, loss)
-        self.kept = []
-
-    def diagnostics(self) -> dict[str, float | None]:
-        return self.algo.diagnostics()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"algo": self.algo.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            self.algo.load_state_dict(state["algo"])
-
-
 class _Library(CrlMethod[Any]):
     """A library algorithm (`algo`) whose state round-trips and whose diagnostics reach the record."""
 
@@ -150,6 +82,58 @@ class _Library(CrlMethod[Any]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state:
             self.algo.load_state_dict(state["algo"])
+
+
+class L2Params(core.L2Fields):
+    """The L2 pull's strength (CW's `--cl_reg_coef`, 1e5 in the paper's runs)."""
+
+
+class L2(_Library):
+    """An L2 pull of the shared parameters towards their values at the end of the previous task (CW's `l2`)."""
+
+    Params = L2Params
+    summary = "SAC with an L2 pull towards the previous task's parameters"
+
+    def __post_init__(self) -> None:
+        self.algo = core.L2Anchor(self.params)
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
+        return penalty
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        self.algo.end_task(lambda: shared(sac))
+
+
+class CrlEwcParams(core.EwcFields):
+    """Online EWC's fields (CW's `--cl_reg_coef` is `lambda`: 1e4 in the paper's runs)."""
+
+
+class CrlEWC(_Library):
+    """Online EWC on the shared parameters (the library's `OnlineEWC`): the Fisher is the empirical diagonal of the
+    SAC loss (the critics' and the actor's terms) over copies of the task's last `fisherBatches` update batches,
+    which the method keeps (its bookkeeping: the passes are counted as such). CW's EWC estimates the Fisher from the
+    policy's and the critics' output gradients instead; a declared difference."""
+
+    Params = CrlEwcParams
+    summary = "SAC with online EWC on the shared parameters"
+
+    def __post_init__(self) -> None:
+        self.algo = core.OnlineEWC(self.params)
+        self.kept: list[dict[str, torch.Tensor]] = []
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        self.kept = [*self.kept[-(self.params.fisherBatches - 1) :], {k: v.clone() for k, v in batch.items()}]
+        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
+        return penalty
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        def loss(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            parts = sac.losses(batch)
+            return parts["value"] + parts["policy"]
+
+        self.algo.end_task(lambda: shared(sac), self.kept, loss)
+        self.kept = []
 
 
 class CrlSiParams(core.SiFields):
