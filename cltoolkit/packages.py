@@ -163,9 +163,15 @@ def build(package_file: Path, toolkit_root: Path, pip_args: Sequence[str] = ()) 
         below = [str(toolkit_root.resolve()), *toolkit_site]
         Path(site, "clt-toolkit.pth").write_text("".join(f"{p}\n" for p in below))
         (staging / MARKER).write_text(digest + "\n")
+        if (target / MARKER).is_file() and (target / MARKER).read_text().strip() == digest:
+            return target  # another process (a second run on this node) finished the same build first
         if target.exists():  # a broken earlier build
             shutil.rmtree(target)
-        staging.rename(target)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not ((target / MARKER).is_file() and (target / MARKER).read_text().strip() == digest):
+                raise
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

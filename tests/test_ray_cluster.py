@@ -4,6 +4,7 @@ killed mid-grid loses nothing (its runs are retried on the head or recorded as c
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -122,8 +123,9 @@ class Shifted(ToyMethod):
 '''
 
 
-def _project(tmp_path: Path, sleep_s: float) -> Project:
-    """A project whose candidate is a method defined in the project folder itself (`projmethods.py`)."""
+def _project(tmp_path: Path, sleep_s: float, packages: list[str] | None = None) -> Project:
+    """A project whose candidate is a method defined in the project folder itself (`projmethods.py`); with
+    `packages`, the protocol declares its own package stack (resolved at freezing)."""
     root = tmp_path / "proj"
     (root / "protocols").mkdir(parents=True)
     (root / "registry" / "locks").mkdir(parents=True)
@@ -137,6 +139,8 @@ def _project(tmp_path: Path, sleep_s: float) -> Project:
     for comp in doc["comparisons"]:
         comp["hyperparameters"].update(behavior="sleep", sleepSeconds=sleep_s)
     doc["comparisons"][0]["method"] = "proj.shifted"
+    if packages is not None:
+        doc["packages"] = {"requirements": packages}
     write(project.protocol_path("toy-v1"), doc)
     os.environ["CLT_ROOT"] = str(root)
     try:
@@ -199,6 +203,29 @@ def test_a_grid_on_a_two_node_cluster_and_a_worker_node_dying(cluster: Cluster, 
     assert hit, states  # the run on the dead node was retried or recorded as crashed
     finished_on = {r.provenance.node["rayNodeId"] for r in records.values() if r.provenance.node}
     assert finished_on <= nodes, finished_on
+
+
+STORE = Path("/opt/pypi/files")
+
+
+@pytest.mark.skipif(not (STORE / "rfc3986-2.0.0-py2.py3-none-any.whl").is_file(), reason="no local wheel store")
+def test_a_protocols_package_stack_is_built_and_used_on_every_node(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each node builds the protocol's environment from the package file the lock pins (pip's options travel in the
+    job) and runs its workers there; the records name the environment, and both nodes ran runs."""
+    monkeypatch.setenv("CLT_PIP_ARGS", f"--no-index --find-links {STORE}")
+    project = _project(tmp_path / "a", sleep_s=1.0, packages=["rfc3986==2.0.0"])
+    digest = json.loads(project.lock_path("toy-v1").read_text())["packages"]["sha256"]
+    cluster.env["CLT_PIP_ARGS"] = os.environ["CLT_PIP_ARGS"]  # the driver's: the jobs carry it to the nodes
+    run = ["run", "-p", "toy-v1", "--executor", "ray", "--address", cluster.address, "--workers", "2"]
+    proc = _clt(cluster, project, *run)
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out
+    records = _records(project)
+    assert len(records) == 6 and all(r.status.state == "completed" for r in records.values()), out
+    assert {r.provenance.environment for r in records.values()} == {digest}
+    assert len({r.provenance.node["rayNodeId"] for r in records.values() if r.provenance.node}) == 2
 
 
 def test_no_cluster_at_the_address_is_one_line_within_the_wait(tmp_path: Path) -> None:

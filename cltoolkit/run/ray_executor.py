@@ -82,6 +82,8 @@ def _ray_task(job: dict[str, Any]) -> dict[str, Any]:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         try:
+            if job.get("environment") is not None:  # the protocol's own package stack: built here, run there
+                return {**_in_environment(job, run_dir), "node": node}
             return {**execute_job(job), "node": node}
         finally:
             sys.stdout.flush()
@@ -90,6 +92,33 @@ def _ray_task(job: dict[str, Any]) -> dict[str, Any]:
             os.dup2(saved[1], 2)
             os.close(saved[0])
             os.close(saved[1])
+
+
+def _in_environment(job: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Build (or find) the job's package environment on this node from its package file, then run the worker with
+    that environment's interpreter, as the local executor does."""
+    import json
+    import subprocess
+    import uuid
+
+    import cltoolkit
+    from cltoolkit import packages
+    from cltoolkit._io import write_json
+    from cltoolkit.run.executors import worker_command
+
+    toolkit = Path(cltoolkit.__file__).resolve().parent.parent
+    env = packages.build(Path(job["packageFile"]), toolkit, job.get("pipArgs") or [])
+    job_file = run_dir / "job.json"
+    write_json(job_file, job)
+    out = f"output-{uuid.uuid4().hex[:12]}.json"
+    code = subprocess.run([*worker_command(packages.interpreter(env)), str(job_file), out], check=False).returncode
+    if code == 0 and (run_dir / out).exists():
+        data: dict[str, Any] = json.loads((run_dir / out).read_text())
+        (run_dir / out).unlink()
+        return {"state": "completed", **data}
+    if code == 3 and (run_dir / "error.json").exists():
+        return {"state": "failed", "reason": json.loads((run_dir / "error.json").read_text())["reason"]}
+    return {"state": "failed", "reason": f"the worker in the protocol's environment exited with code {code}"}
 
 
 def _preflight(folder: str) -> dict[str, Any]:

@@ -352,22 +352,18 @@ def _refuse_before_planning(project: Project, regs: Registries, loaded: LoadedPr
 
 def _package_environment(
     project: Project, loaded: LoadedProtocol, store: RunStore, options: RunOptions
-) -> tuple[Path | None, str | None]:
+) -> tuple[Path | None, str | None, Path | None]:
     """The interpreter and package-file digest of the protocol's own environment (`packages`), built on first use:
     an official run uses the package file the lock pins; a pilot run, one resolved now into its store. (None, None)
-    for a protocol without `packages`. Only the local executor can start workers there."""
+    for a protocol without `packages`. The local executor starts its workers with that interpreter; a Ray task builds
+    the environment on its node from the same file and starts the worker there."""
     stack = loaded.model.packages
     if stack is None:
-        return None, None
+        return None, None, None
     import cltoolkit
     from cltoolkit import packages
     from cltoolkit.protocol.lock import package_problems
 
-    if options.executor.name != "local":
-        raise Refusal(
-            f"{loaded.id} declares its own package stack, which only the local executor runs in so far (a Ray "
-            "runtime environment for it is not built yet)"
-        )
     lock = None if options.pilot else read_lock(project, loaded.id)
     if lock is not None and lock.packages is not None:
         problems = package_problems(project, lock.packages)
@@ -381,8 +377,11 @@ def _package_environment(
         from cltoolkit._io import atomic_write_bytes
 
         atomic_write_bytes(package_file, text.encode())
+    digest = packages.file_digest(package_file)
+    if options.executor.name != "local":  # each node builds it where its workers run
+        return None, digest, package_file.resolve()
     env = packages.build(package_file, Path(cltoolkit.__file__).resolve().parent.parent, packages.pip_options())
-    return packages.interpreter(env), packages.file_digest(package_file)
+    return packages.interpreter(env), digest, package_file.resolve()
 
 
 def _run_locked(
@@ -458,7 +457,7 @@ def _run_locked(
             callbacks.on_plan(summary)
         return summary
     protocol_path = loaded.path.resolve()
-    interpreter, environment = _package_environment(project, loaded, store, options)
+    interpreter, environment, package_file = _package_environment(project, loaded, store, options)
     jobs = [
         Job(
             RunSpec(
@@ -477,6 +476,7 @@ def _run_locked(
             protocol_path=protocol_path,
             interpreter=interpreter,
             environment=environment,
+            package_file=package_file,
         )
         for p in todo
     ]

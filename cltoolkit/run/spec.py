@@ -126,6 +126,8 @@ class Job:
     """The Python that runs the worker: a protocol's own package environment (None: the driver's)."""
     environment: str | None = None
     """The digest of the package file that environment must have been built from (checked by the worker)."""
+    package_file: Path | None = None
+    """That package file (on a cluster, each node builds the environment from it: a shared filesystem)."""
 
     @property
     def run_id(self) -> str:
@@ -139,6 +141,12 @@ class Job:
 IDENTITY = ("protocol_id", "protocol_sha256", "pilot", "stage", "comparison", "method", "seed", "order", "cell")
 
 
+def _pip_args() -> list[str]:
+    from cltoolkit.packages import pip_options
+
+    return pip_options()
+
+
 def job_payload(job: Job, components: Path | None) -> dict[str, Any]:
     """The job file a worker process reads (`job.json` in the run's folder)."""
     spec = job.spec
@@ -148,6 +156,8 @@ def job_payload(job: Job, components: Path | None) -> dict[str, Any]:
         "components": str(components) if components else None,
         "threads": spec.threads,
         "environment": job.environment,
+        "packageFile": str(job.package_file) if job.package_file else None,
+        "pipArgs": _pip_args() if job.package_file else None,
         "spec": {**{name: getattr(spec, name) for name in IDENTITY}, "threads": spec.threads, "device": spec.device},
     }
 
