@@ -55,6 +55,13 @@ def test_runs_execute_in_the_built_environment_and_record_it(stack: Project, cli
     assert len(records) == 4 and all(r["status"]["state"] == "completed" for r in records)
     assert {r["provenance"]["environment"] for r in records} == {digest}
     assert cli("report", "-p", "toy-v1").exit_code == 0
+    assert cli("protocol", "verify").exit_code == 0
+    path = next((stack.runs_dir / "toy-v1").glob("*/record.json"))  # a record claiming another environment
+    record = read(path)
+    record["provenance"]["environment"] = "sha256:" + "1" * 64
+    write(path, record)
+    done = cli("protocol", "verify")
+    assert done.exit_code != 0 and "not in the environment of the lock's package file" in done.output
 
 
 def test_a_worker_outside_the_required_environment_fails_its_run_in_one_line(tmp_path: Path) -> None:

@@ -282,6 +282,7 @@ def _verify_one(
         return VerifyOutcome(protocol_id, False, lock.sha256, None, (*problems, *str(exc).splitlines()), tuple(notes))
     if lock.packages is not None:
         problems += package_problems(project, lock.packages)
+        problems += environment_problems(project, protocol_id, lock.packages)
     if history:
         from cltoolkit.protocol.lock_history import dating_problems
 
@@ -307,6 +308,26 @@ def package_problems(project: Project, pin: PackagePin) -> list[str]:
     if digest != pin.sha256:
         return [f"{path}: digest {digest} differs from the lock's {pin.sha256}: the package stack was edited"]
     return []
+
+
+def environment_problems(project: Project, protocol_id: str, pin: PackagePin) -> list[str]:
+    """Completed records of the protocol's store that name another environment than the lock's package file (or
+    none): each ran outside the package stack the protocol froze."""
+    problems = []
+    for path in sorted((project.runs_dir / protocol_id).glob("*/record.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # an unreadable record is the store's and the report's to refuse, by name
+        if not isinstance(record, dict) or record.get("status", {}).get("state") != "completed":
+            continue
+        found = record.get("provenance", {}).get("environment")
+        if found != pin.sha256:
+            problems.append(
+                f"{path}: ran in {found or 'the toolkit environment'}, not in the environment of the lock's package "
+                f"file ({pin.sha256})"
+            )
+    return problems
 
 
 def accepted_code(pins: dict[str, ComponentPin], amendments: Sequence[CodeAmendment], name: str) -> set[str]:
