@@ -17,6 +17,10 @@ Two steps, because the device that runs the check has neither dm_control nor clt
     python bench/wmf_gpu_numerics.py run --data .gpucheck [--updates 500] [--inits 0,1,2,3] [--configs cpu,...] > a.json
     python bench/wmf_gpu_numerics.py merge a.json b.json ...
 
+Run `prepare` with another environment's interpreter to render the same episodes with another simulator stack
+(`clt env build`-style, `cltoolkit.packages`: the seed's mujoco 3.1.1 and dm_control 1.0.16, say) and train on both
+sets under one numerics to compare the stacks' frames.
+
 `prepare` (here, with clt installed) renders the frames with clt's collection code and copies the seed's two model
 files beside them; `run` needs only numpy and torch, and prints one JSON object; `merge` joins several (the CPU's
 initialisations can run as processes beside the GPU's) and adds each numerics' largest difference from the CPU run of
@@ -72,7 +76,10 @@ def prepare(reference: Path, out: Path, train_episodes: int) -> dict[str, Any]:
         (out / name).write_text("")
     for name in MODEL_FILES:
         shutil.copyfile(reference / name, models / Path(name).name)
+    from importlib import metadata
+
     return {
+        "renderedWith": {name: metadata.version(name) for name in ("mujoco", "dm_control", "numpy")},
         "task": task.env,
         "rendering": family.rendering,
         "trainEpisodes": int(min(train_episodes, len(train.lengths))),
