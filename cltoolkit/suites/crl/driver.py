@@ -107,10 +107,12 @@ class Episodic:
     def __init__(self, per_task: int, ledger: CrlLedger, rng: np.random.Generator) -> None:
         self.per_task, self.ledger, self.rng = per_task, ledger, rng
         self.parts: list[dict[str, np.ndarray]] = []
+        self.pool: dict[str, np.ndarray] = {}
+        """The parts joined, made once per kept task (not at every draw)."""
         self.counter: SampleCounter | None = None
 
     def __len__(self) -> int:
-        return sum(len(p["obs"]) for p in self.parts)
+        return len(self.pool["obs"]) if self.pool else 0
 
     def keep(self, buffer: Buffer, task: int) -> None:
         rows = np.flatnonzero(buffer.task[: buffer.size] == task)
@@ -125,11 +127,11 @@ class Episodic:
                 "task": buffer.task[take].copy(),
             }
         )
+        self.pool = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
 
     def draw(self, n: int) -> dict[str, torch.Tensor]:
-        pool = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
-        idx = self.rng.integers(len(pool["obs"]), size=n)
-        batch = {k: torch.from_numpy(v[idx]) for k, v in pool.items()}
+        idx = self.rng.integers(len(self.pool["obs"]), size=n)
+        batch = {k: torch.from_numpy(v[idx]) for k, v in self.pool.items()}
         batch["head"] = batch.pop("task")
         self.ledger.replaySamples += n
         self.ledger.samplesProcessed += n
@@ -283,7 +285,7 @@ def run_stream(
                 unchanged(named, "begin_task", partial(method.begin_task, sac, task), "the networks' weights")
             env = train_envs[index]
             obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, index]).generate_state(1)[0] >> 1))
-            env.action_space.seed(int(rng.integers(2**31)))
+            env.action_space.seed(int(rng.integers(2**31)))  # unused by the suite's own sampling; kept: it moves rng
             updates = 0
             for t in range(stream.stepsPerTask):
                 if t < learner.startSteps:
@@ -304,7 +306,6 @@ def run_stream(
                             buffer,
                             batch_size,
                             task,
-                            head,
                             updates,
                             counter,
                             ledger,
@@ -374,7 +375,6 @@ def _update(
     buffer: Buffer,
     batch_size: int,
     task: CrlTask,
-    head: int,
     update: int,
     counter: SampleCounter,
     ledger: CrlLedger,
