@@ -18,7 +18,7 @@ from typing import Any
 
 from cltoolkit._io import write_json
 from cltoolkit.component_validation import load_protocol, validate_document
-from cltoolkit.errors import InputError, Refusal
+from cltoolkit.errors import CltError, InputError, Refusal
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.load import display_path
@@ -28,10 +28,10 @@ from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
 from cltoolkit.run import provenance
 from cltoolkit.run.estimate import Estimate, estimate, measured_times
-from cltoolkit.run.record import RECORD_VERSION, RunRecord
+from cltoolkit.run.record import RECORD_VERSION, RunRecord, read_record
 from cltoolkit.run.redo import Redo, redo_points, replaced_history, replacing
 from cltoolkit.run.spec import ExecutionResult, GridPoint, Job, Resources, RunSpec
-from cltoolkit.run.store import RunStore
+from cltoolkit.run.store import RECORD, RunStore
 
 __all__ = [
     "Callbacks",
@@ -180,6 +180,15 @@ def components_used(regs: Registries, protocol: ProtocolBase, method: str) -> di
     if suite.analysis:
         used.append(("analysis", suite.analysis))
     return {f"{kind}:{name}": provenance.component_source(regs[kind].target(name)) for kind, name in used}
+
+
+def _written_since(store: RunStore, run_id: str, started: datetime.datetime) -> bool:
+    """Whether the run's folder holds a record this grid wrote (its own start time): a Ctrl-C that lands while
+    `store.write` runs, or just after it, must not overwrite a finished run's record with `interrupted`."""
+    try:
+        return read_record(store.run_dir(run_id) / RECORD).provenance.startedAt == started
+    except (CltError, OSError):
+        return False
 
 
 def _record(
@@ -536,6 +545,8 @@ def _run_locked(
     except KeyboardInterrupt:
         for job in jobs:  # runs that never started stay as they were (missing, or their earlier record)
             if job.run_id in started and job.run_id not in done and job.run_id not in reasons:
+                if _written_since(store, job.run_id, started[job.run_id]):
+                    continue  # Ctrl-C came between its record's write and `done`: the record it has is final
                 # a redo keeps its completed record and its pending intent: the next `clt run` completes it
                 interrupted = ExecutionResult(job.spec, "interrupted", "stopped by the user (Ctrl-C)", 1, 0.0)
                 record = _record(job.spec, interrupted, started[job.run_id], project, code[job.spec.method])

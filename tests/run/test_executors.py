@@ -102,8 +102,10 @@ def _finish(driver: subprocess.Popen, timeout: float = 60) -> str:  # type: igno
 
 
 def _wait_for_records(project: Project, count: int) -> None:
-    deadline = time.monotonic() + 60
-    while len(list((project.runs_dir / "toy-v1").glob("*/record.json"))) < count and time.monotonic() < deadline:
+    """Until `count` runs have finished; a loaded machine may take long to start workers, so fail loudly, never on."""
+    deadline = time.monotonic() + 180
+    while len(list((project.runs_dir / "toy-v1").glob("*/record.json"))) < count:
+        assert time.monotonic() < deadline, f"fewer than {count} record(s) after 180 s"
         time.sleep(0.05)
 
 
@@ -356,3 +358,19 @@ def test_a_failing_run_set_up_stops_the_grid_and_reaches_the_caller(toy) -> None
     assert time.monotonic() - start < 30, "the grid waited for its running worker"
     assert len(begun) == 2
     assert _workers_alive(toy) == []
+
+
+def test_ctrl_c_just_after_a_record_is_written_keeps_it_completed(toy, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CI race behind this test: Ctrl-C landed between a finished run's record write and the driver noting
+    the run done, and the finished record was overwritten as `interrupted`."""
+    from cltoolkit.run.store import RunStore
+
+    _protocol(toy, {"a": {}}, seeds=1)
+
+    def ctrl_c(self: RunStore, run_id: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunStore, "clear_redo_intent", ctrl_c)
+    out = cli("run", "-p", "toy-v1")
+    assert out.exit_code == 130, out.output
+    assert _states(toy) == {"a-s0": ("completed", 1, "")}
