@@ -52,6 +52,7 @@ runs/**/.seals
 runs/**/redo-intent.json
 runs/**/checkpoint.pt
 runs/**/checkpoint.mac
+reports/**/.figures.json
 __pycache__/
 """
 

@@ -24,7 +24,15 @@ from cltoolkit.report.notes import amendment_lines, amendments_in_full, errata_l
 from cltoolkit.report.page import Blank, Block, Item, Page, Paragraph, parse_markdown
 from cltoolkit.run.record import RunRecord
 
-__all__ = ["figure_blocks", "markdown_report", "render_report", "report_page", "report_paths", "write_reports"]
+__all__ = [
+    "draw_figure_blocks",
+    "figure_blocks",
+    "markdown_report",
+    "render_report",
+    "report_page",
+    "report_paths",
+    "write_reports",
+]
 
 
 NO_GIT = (
@@ -549,7 +557,25 @@ def write_reports(
 def figure_blocks(
     project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
 ) -> dict[str, str]:
-    """The report's figures as HTML by the section they support (PNG images inlined)."""
+    """The report's figures as HTML by the section they support, as `clt report` writes them: kept from the last
+    report of the same inputs where this machine drew them (`figure_cache`), drawn and kept otherwise."""
+    from cltoolkit.report.figure_cache import figures_key, load_figures, store_figures
+
+    regs = registries(project.components_file)
+    folder = project.stage_reports_dir(loaded.id, results.stage)
+    key = figures_key(project, loaded, results, records, regs)
+    kept = load_figures(folder, key)
+    if kept is not None:
+        return kept
+    blocks = draw_figure_blocks(project, loaded, results, records)
+    store_figures(folder, key, blocks)
+    return blocks
+
+
+def draw_figure_blocks(
+    project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
+) -> dict[str, str]:
+    """The report's figures as HTML by the section they support (PNG images inlined), drawn now."""
     return {
         section: "".join(
             f'<figure><figcaption>{html.escape(t)}</figcaption><img alt="{html.escape(t)}" '
@@ -569,11 +595,11 @@ def render_report(
 ) -> tuple[str, str]:
     """The Markdown and HTML text of a report: a function of the results block, the records and the protocol only
     (no clock, no machine), so `clt report --check` can render it again and compare. `blocks`: see `write_reports`
-    (default: the figures are drawn here)."""
+    (default: the figures are drawn here, never taken from the cache, so `clt report --check` draws them again)."""
     regs = registries(project.components_file)
     page_model = report_page(loaded, results, records, regs)
     md = page_model.markdown()  # the Markdown report lists no images
-    body = page_model.html_body(blocks() if blocks else figure_blocks(project, loaded, results, records))
+    body = page_model.html_body(blocks() if blocks else draw_figure_blocks(project, loaded, results, records))
     style = (
         "body{font-family:sans-serif;max-width:1180px;margin:auto;padding:0 12px;line-height:1.4}"
         "table{border-collapse:collapse;margin:6px 0;max-width:100%}"

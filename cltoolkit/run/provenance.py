@@ -22,6 +22,7 @@ __all__ = [
     "hostname",
     "package_versions",
     "platform_text",
+    "toolkit_digest",
     "toolkit_version",
     "tracked_files",
 ]
@@ -228,6 +229,13 @@ Each digest covers its whole package folder, as a component's does."""
 
 NO_SOURCE = "sha256:" + "0" * 64
 """The digest of a component with no source files to read (built-in or compiled; never written by `amend-code`)."""
+
+
+def toolkit_digest() -> str:
+    """The digest of the toolkit's own `.py` files (the whole `cltoolkit` package, as installed or checked out)."""
+    import cltoolkit
+
+    return _source_digest(str(Path(cltoolkit.__file__).parent), False)
 
 
 def component_digest(target: str) -> str:
