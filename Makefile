@@ -21,6 +21,7 @@ test: lint
 	$(BIN)/clt protocol verify $$(test "$$(git rev-parse --is-shallow-repository 2>/dev/null)" = true && echo --accept-shallow)
 	$(MAKE) check-results
 	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m e2e
 	$(BIN)/python -m pytest -q -m committed
 	$(BIN)/python -m pytest -q -m walkthrough
 	$(BIN)/python -m pytest -q -m dist

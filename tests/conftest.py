@@ -16,6 +16,14 @@ from cltoolkit.registry import reset_registries
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Import the report's drawing libraries once: `clt report` draws its figures in a forked child, which inherits
+    what this process has imported; without this, every in-process report's child imports matplotlib afresh (0.3-0.5
+    s each, a tenth of the default suite). Subprocesses (`tests/test_light.py`) are unaffected."""
+    import matplotlib.backends.backend_agg
+    import matplotlib.figure  # noqa: F401
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
     """A scratch copy of this repository's protocols (no locks) as the current project."""

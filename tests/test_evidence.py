@@ -181,6 +181,7 @@ def test_results_pin_their_evidence_and_check_mode(toy, cli) -> None:
     assert "/evidence/cand-s0: removed" in out.output
 
 
+@pytest.mark.e2e
 def test_check_fails_on_a_deleted_block_or_folder_and_an_edited_or_deleted_report(toy, cli) -> None:
     _ran(toy)
     assert cli("report", "-p", "toy-v1").exit_code == 0
@@ -347,6 +348,7 @@ def _check_once_each(project: Project) -> None:
         assert (run_dir / "log.txt").read_text().count("cltoolkit.run.worker") <= 1
 
 
+@pytest.mark.e2e
 def test_a_second_driver_on_one_store_is_refused_at_once(toy) -> None:
     _slow_protocol(toy)
     (out1, out2), (rc1, rc2) = _two_drivers(toy, wait=False)
@@ -355,6 +357,7 @@ def test_a_second_driver_on_one_store_is_refused_at_once(toy) -> None:
     _check_once_each(toy)
 
 
+@pytest.mark.e2e
 def test_a_waiting_second_driver_runs_nothing_twice(toy) -> None:
     _slow_protocol(toy)
     (out1, out2), (rc1, rc2) = _two_drivers(toy, wait=True)

@@ -44,6 +44,7 @@ def test_freeze_pins_the_resolved_stack_and_verify_catches_an_edit(stack: Projec
     assert "differs from the lock's" in done.output and "the package stack was edited" in done.output
 
 
+@pytest.mark.e2e
 def test_runs_execute_in_the_built_environment_and_record_it(stack: Project, cli) -> None:
     assert cli("protocol", "freeze", "toy-v1").exit_code == 0
     done = cli("env", "build", "toy-v1")

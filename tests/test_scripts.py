@@ -43,6 +43,7 @@ def _as_if_committed(path: Path, commit: str, dirty: bool = False) -> RunRecord:
     return new
 
 
+@pytest.mark.e2e
 def test_collect_runs_copies_a_checked_stage_and_refuses_a_bad_one(toy: Project, cli) -> None:
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
     assert cli("protocol", "freeze", "toy-v1").exit_code == 0

@@ -11,6 +11,7 @@ from cltoolkit.run.spec import GridPoint
 from tests.conftest import REPO
 
 
+@pytest.mark.e2e
 def test_plan_and_estimate_printed_first(project, cli) -> None:
     assert cli("protocol", "freeze", "sessions-v1").exit_code == 0
     first = cli("run", "--protocol", "sessions-v1", "--workers", "2", "--seeds", "0")

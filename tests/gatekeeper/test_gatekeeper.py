@@ -128,6 +128,7 @@ def test_refuses_pilot_records(toy, cli) -> None:
     assert "pilot record(s)" in result.output
 
 
+@pytest.mark.e2e
 def test_pilot_runs_go_elsewhere_and_never_report(toy, cli) -> None:
     _setup(toy, frozen=False)
     assert cli("run", "-p", "toy-v1", "--pilot").exit_code == 0
@@ -376,6 +377,7 @@ def test_exploratory_gates_are_decided_marginally_outside_the_family(toy, cli) -
     assert gates["conf"]["pAdjusted"] == pytest.approx(gates["conf"]["pValue"])  # a family of one
 
 
+@pytest.mark.e2e
 def test_reporting_a_later_stage_keeps_the_earlier_stage_report(toy, cli) -> None:
     doc = toy_protocol()
     doc["seeds"]["stages"] = [{"id": "preliminary", "seeds": [0, 1, 2]}, {"id": "validation", "seeds": [0, 1, 2, 3, 4]}]

@@ -274,6 +274,7 @@ def test_a_project_methods_helper_module_is_pinned_with_it(toy: Project, cli, mo
     assert out.exit_code == 1 and "method:me.helped (helpedmethods:Mine): its code is sha256:" in out.output
 
 
+@pytest.mark.e2e
 def test_after_amend_code_a_redo_of_the_amended_method_is_accepted(mine: Project, cli) -> None:
     """#51: the documented way out after fixing a frozen project method: `amend-code` records the digest `clt run`
     computes, and a `--redo` of a completed run under the fixed code is accepted, its record carrying that digest."""

@@ -120,6 +120,7 @@ def test_the_readme_and_status_note_state_the_committed_reproduction_numbers() -
         assert f"{cell} {ranking['kendallTau']:.2g} (" in note
 
 
+@pytest.mark.e2e
 def test_design_warnings_floor_and_declared_unit_reach_the_report(project, cli) -> None:
     """A validation warning is printed in the report; the gate's declared unit is the one printed."""
     from tests.conftest import read, write

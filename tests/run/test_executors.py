@@ -185,6 +185,7 @@ def test_timeout_is_recorded(toy, cli, executor) -> None:
     assert "2 s" in reason
 
 
+@pytest.mark.e2e
 def test_driver_killed_mid_grid_then_resumed(toy, cli) -> None:
     _protocol(toy, {"a": {"sleepSeconds": 0.4}, "b": {"sleepSeconds": 0.4}}, seeds=4)
     driver = _driver(toy, 1, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -261,6 +262,7 @@ def test_ray_missing_is_a_clear_error(toy, cli, monkeypatch: pytest.MonkeyPatch)
     assert not list(toy.runs_dir.glob("toy-v1/*"))  # nothing half made
 
 
+@pytest.mark.e2e
 def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> None:
     _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=6)
     driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -282,6 +284,7 @@ def test_ctrl_c_marks_running_runs_interrupted_and_keeps_finished(toy, cli) -> N
     assert all(s[0] == "completed" for s in _states(toy).values())
 
 
+@pytest.mark.e2e
 def test_sigterm_stops_the_grid_like_ctrl_c(toy, cli) -> None:
     _protocol(toy, {"a": {"sleepSeconds": 1.0}}, seeds=4)
     driver = _driver(toy, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cltoolkit.project import Project
 from cltoolkit.run.record import read_record
 from tests.conftest import write
@@ -110,6 +112,7 @@ def _states(toy: Project, cli) -> dict[str, str]:
     return {r["runId"]: r["state"] for r in json.loads(out.output)["runs"]}
 
 
+@pytest.mark.e2e
 def test_a_full_disk_during_redo_keeps_the_completed_record_and_the_redo_pending(toy: Project, cli, monkeypatch):
     import errno
 
@@ -138,6 +141,7 @@ def test_a_full_disk_during_redo_keeps_the_completed_record_and_the_redo_pending
     assert _states(toy, cli)["cand-s0"] == "completed"
 
 
+@pytest.mark.e2e
 def test_kill_9_during_redo_loses_no_completed_record_and_the_next_run_completes_it(toy: Project, cli) -> None:
     import os
     import signal

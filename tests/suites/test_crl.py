@@ -223,6 +223,7 @@ def _method(cls: type[CrlMethod[Any]], **params: Any) -> Any:
     return cls(params=cls.Params.model_validate(params) if cls.Params else None)
 
 
+@pytest.mark.e2e
 def test_a_stream_run_evaluates_every_task_on_schedule_and_keeps_its_budget() -> None:
     tune = run_stream(_protocol(), _method(CrlFinetuning), seed=0)
     evaluations = tune["metrics"]["evaluations"]

@@ -76,6 +76,7 @@ def test_ranks_never_summed() -> None:
     assert ranks({"a": 0.1, "b": 0.3, "c": 0.1}) == {"a": 1, "b": 3, "c": 1}
 
 
+@pytest.mark.e2e
 def test_end_to_end_and_declarative(project, cli) -> None:
     """ladder-v1 runs and reports; a second protocol with other coefficients, lengths and grid needs no code."""
     assert cli("protocol", "freeze", "ladder-v1").exit_code == 0

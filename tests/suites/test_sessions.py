@@ -114,6 +114,7 @@ def test_gate_direction_against_metric_warns() -> None:
     assert any("/gates/0/comparator" in w and "better when lower" in w for w in warnings)
 
 
+@pytest.mark.e2e
 def test_workflow_pilot_plan_freeze_run_report(project, cli) -> None:
     # a pilot stage is run with --pilot only
     refused = cli("run", "--protocol", "sessions-v1", "--stage", "pilot")

@@ -307,6 +307,7 @@ def test_family_frames_are_64x64_uint8_and_seeded(
     assert not np.array_equal(a.actions, c.actions)
 
 
+@pytest.mark.e2e
 def test_two_runs_of_a_grid_give_identical_records_but_timing(project, cli) -> None:
     """`clt run` twice on fresh stores (one MiniGrid cell, two methods, one seed): the records are identical except
     their timestamps and wall-clock time; then `clt report` fills the results with the suite's analysis."""

@@ -47,6 +47,7 @@ def _first_update_loss(protocol: WmfProtocol, rendering: str, seed: int) -> floa
     return log.first
 
 
+@pytest.mark.e2e
 def test_gym_track_camera_passes_the_fingerprint_and_the_free_camera_misses_it() -> None:
     protocol = _v4()
     assert protocol.fingerprint is not None
