@@ -181,7 +181,10 @@ def test_a_grid_on_a_two_node_cluster_and_a_worker_node_dying(cluster: Cluster, 
     assert len(nodes) == 2, nodes  # both nodes ran runs
     assert all(r.provenance.node and r.provenance.node["resources"] == {"CPU": 1.0} for r in records.values())
     project_method = [r for r in records.values() if r.spec.method == "proj.shifted"]
-    assert len({r.provenance.node["rayNodeId"] for r in project_method if r.provenance.node}) == 2  # both nodes
+    # where the project's method ran is Ray's choice: all three of its runs can land on one node (CI at stop 61 saw
+    # it), so the test asks that it ran on a cluster node, from the job's components file (never the driver's folder)
+    assert project_method
+    assert all(r.provenance.node and r.provenance.node["rayNodeId"] in nodes for r in project_method)
     assert all(min(r.metrics["toy.score-v1"].values()) > 900 for r in project_method)  # the project's own code ran
 
     second = _project(tmp_path / "b", sleep_s=4.0)
