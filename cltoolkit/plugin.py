@@ -15,7 +15,13 @@ ladder's `DynamicsModel`, the sessions suite's `SessionModel`; continual-learnin
 the nav4 suite's PPO learner; `Params` subclass `Nav4AgentParams`) or `WorldModelMethod` (hooks of the wmf
 suite's world-model training). The suite owns the data, the budget and the evaluation; the method owns the
 learning. The types their hooks receive are in the modules `cltoolkit.plugin.nav4` and `cltoolkit.plugin.wmf` (the
-suites' `api` modules).
+suites' `api` modules), `cltoolkit.plugin.ladder` and `cltoolkit.plugin.sessions`.
+
+One lifecycle in every suite, under the same names: the driver makes the method from its validated `Params`
+(`method.params`), calls `begin_task(..., task)`, lets it learn (the ladder: `build`; sessions: `fit`; nav4, wmf
+and crl: the suite's optimiser steps, with `extra_loss`, `after_backward` and `after_step` around each), calls
+`end_task(..., task)`, evaluates with no hook firing, and records `diagnostics()` (`metrics.methodDiagnostics`).
+The ladder and sessions have one fit per model and no optimiser, so they have no step hooks.
 """
 
 from __future__ import annotations
@@ -42,11 +48,13 @@ from cltoolkit.protocol.models import ProtocolBase
 from cltoolkit.registry import Registries, registries
 from cltoolkit.run.record import RunRecord
 from cltoolkit.run.spec import GridPoint, RunOutput, RunSpec
+from cltoolkit.suites.ladder import methods as ladder
 from cltoolkit.suites.ladder.methods import DynamicsModel
 from cltoolkit.suites.nav4 import api as nav4
 from cltoolkit.suites.nav4.api import Nav4Method
 from cltoolkit.suites.nav4.methods import AgentParams as Nav4AgentParams
 from cltoolkit.suites.nav4.methods import Nav4ReplayParams
+from cltoolkit.suites.sessions import methods as sessions
 from cltoolkit.suites.sessions.methods import SessionModel
 from cltoolkit.suites.wmf import api as wmf
 from cltoolkit.suites.wmf.api import WorldModelMethod
@@ -76,8 +84,10 @@ __all__ = [
     "WorldModelMethod",
     "check_component",
     "check_registered",
+    "ladder",
     "nav4",
     "registries",
+    "sessions",
     "value_problems",
     "wmf",
 ]

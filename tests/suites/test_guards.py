@@ -423,22 +423,43 @@ from cltoolkit.suites.sessions.methods import Affine
 
 
 class LinearWithDiagnostics(Linear):
-    """ladder.linear, reporting its model's coefficient a."""
+    """ladder.linear, reporting its model's coefficient a and the lifecycle it saw."""
 
     summary = "linear, with a diagnostic"
 
-    @classmethod
-    def diagnostics(cls, model):
-        return {"coefficientA": model.coefficients["a"]}
+    def __post_init__(self):
+        self.calls = []
+
+    def begin_task(self, task):
+        self.calls.append(("begin", task.task, task.rungs))
+
+    def end_task(self, task):
+        self.calls.append(("end", task.task, task.last))
+        self.model = task.model
+
+    def diagnostics(self):
+        assert self.calls == [
+            ("begin", "true", ("oneStep", "rollout", "intervention", "control", "transfer")),
+            ("end", "true", True),
+        ], self.calls
+        return {"coefficientA": self.model.coefficients["a"]}
 
 
 class AffineWithDiagnostics(Affine):
-    """sessions.affine, reporting that it was fitted."""
+    """sessions.affine, reporting that it was fitted, between its begin_task and end_task."""
 
     summary = "affine, with a diagnostic"
 
+    def begin_task(self, task):
+        assert not hasattr(self, "coef") and task.trainingRows > 0
+        self.split = task.task
+
+    def end_task(self, task):
+        assert hasattr(self, "coef") and task.task == self.split and task.last
+        self.ended = True
+
     def diagnostics(self):
-        return {"fitted": 1.0}
+        return {"fitted": float(self.ended)}
 '''
 
 

@@ -6,7 +6,9 @@ learned model (least squares here) fits the same interface as a declared one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from pydantic import Field
@@ -21,7 +23,16 @@ if TYPE_CHECKING:
 ParamsT = TypeVar("ParamsT", bound="Strict | None")
 """A method's hyperparameter model (`Params`), or None for a method without hyperparameters."""
 
-__all__ = ["DynamicsModel", "LeastSquares", "Linear", "LinearModel", "OracleController", "ZeroAction"]
+__all__ = [
+    "DynamicsModel",
+    "LadderTaskEnd",
+    "LadderTaskStart",
+    "LeastSquares",
+    "Linear",
+    "LinearModel",
+    "OracleController",
+    "ZeroAction",
+]
 
 
 class LinearModel:
@@ -38,8 +49,38 @@ class LinearModel:
         return {"a": self.a, "b": self.b, "c": self.c}
 
 
+@dataclass(frozen=True)
+class LadderTaskStart:
+    """The ladder's one task begins: the method builds its model of the true system."""
+
+    task: str
+    """The system the model is built for (`true`; the transfer system is only evaluated, never fitted)."""
+    index: int
+    """0: the ladder has one task."""
+    rungs: tuple[str, ...]
+    """The rungs the method takes part in (`oneStep`, `rollout`, `intervention`, `control`, `transfer`)."""
+
+
+@dataclass(frozen=True)
+class LadderTaskEnd:
+    """The model is built; the rungs evaluate it next (no hook fires during evaluation)."""
+
+    task: str
+    index: int
+    last: bool
+    """No task follows (always true in the ladder)."""
+    model: LinearModel | None
+    """What `build` returned (None for a controller that uses no model)."""
+
+
+@dataclass
 class DynamicsModel(Method, Generic[ParamsT]):
-    """A ladder method: builds a predictive model, or (for diagnostics) a fixed controller."""
+    """A ladder method: builds a predictive model, or (for diagnostics) a fixed controller.
+
+    The lifecycle has the names of every suite's (`cltoolkit.plugin`): `begin_task(task)`, then the method's
+    learning (`build`, a classmethod of the validated params, the protocol and a seeded generator), then
+    `end_task(task)` with the built model, then `diagnostics()` for the record; the ladder has one task and no
+    optimiser, so no step hooks."""
 
     suite: ClassVar[str] = "ladder"
     controls_only: ClassVar[bool] = False
@@ -47,13 +88,26 @@ class DynamicsModel(Method, Generic[ParamsT]):
     zero_action: ClassVar[bool] = False
     """The controller acts 0 at every step (the closed-loop rung skips the model-based controller)."""
 
+    params: ParamsT
+    """The comparison's validated hyperparameters (an instance of `Params`, or None)."""
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        """Set up the method's own state (subclasses override; called once per model)."""
+
     @classmethod
     def build(cls, params: ParamsT, protocol: LadderProtocol, rng: np.random.Generator) -> LinearModel | None:
         """The model (None for a controller that does not use one)."""
         raise NotImplementedError
 
-    @classmethod
-    def diagnostics(cls, model: LinearModel | None) -> dict[str, float | None]:
+    def begin_task(self, task: LadderTaskStart) -> None:
+        """The task starts (before `build`)."""
+
+    def end_task(self, task: LadderTaskEnd) -> None:
+        """The model is built (`task.model`): keep what `diagnostics` reports."""
+
+    def diagnostics(self) -> dict[str, float | None]:
         """Extra numbers about the built model for the record and the report (names are the method's own)."""
         return {}
 

@@ -6,15 +6,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cltoolkit.components import Suite
+from cltoolkit.components import Suite, make_method
 from cltoolkit.errors import Problem
-from cltoolkit.suites.ladder.methods import DynamicsModel
+from cltoolkit.suites.ladder.methods import DynamicsModel, LadderTaskEnd, LadderTaskStart
 from cltoolkit.suites.ladder.models import LadderProtocol
 
 if TYPE_CHECKING:
     from cltoolkit.run.spec import RunOutput, RunSpec
 
 __all__ = ["LadderSuite"]
+
+_MODEL_RUNGS = ("oneStep", "rollout", "intervention")
+"""The rungs that evaluate a method's model (a controller without one takes part in the control rungs only)."""
 
 
 class LadderSuite(Suite[LadderProtocol]):
@@ -47,16 +50,16 @@ class LadderSuite(Suite[LadderProtocol]):
         from cltoolkit.suites.ladder import rungs
 
         comp = protocol.comparison(spec.comparison)
-        method = self.project_regs().method.get(comp.method)
-        if not issubclass(method, DynamicsModel):  # refused at validation; a library caller may skip it
-            raise TypeError(f"method {comp.method!r} is not a ladder DynamicsModel")
-        params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
-        model = method.build(params, protocol, np.random.default_rng(spec.seed))
+        method = make_method(DynamicsModel, comp.method, comp.hyperparameters, self.project_regs())
+        taking = ("control", "transfer") if method.controls_only else (*_MODEL_RUNGS, "control", "transfer")
+        method.begin_task(LadderTaskStart("true", 0, taking))
+        model = method.build(method.params, protocol, np.random.default_rng(spec.seed))
         if model is not None and not all(np.isfinite(v) for v in model.coefficients.values()):
             raise ValueError(
                 f"method {comp.method!r} built a model with non-finite coefficients {model.coefficients}: its fit "
                 "failed or diverged (the method's output, not the protocol)"
             )
+        method.end_task(LadderTaskEnd("true", 0, True, model))
         control = protocol.rungs.control
         metrics: dict[str, object] = {}
         queries = 0
@@ -91,7 +94,7 @@ class LadderSuite(Suite[LadderProtocol]):
             queries += loop["modelQueries"]
             metrics[metric] = loop["mae"]
             metrics[key] = loop
-        diagnostics = method.diagnostics(model)
+        diagnostics = method.diagnostics()
         if diagnostics:  # the method's own numbers, for the record and the report's table
             metrics["methodDiagnostics"] = diagnostics
         return RunOutput(metrics=metrics, budget={"modelQueries": queries, "environmentSteps": 2 * control.steps})

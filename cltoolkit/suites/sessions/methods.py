@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Generic, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from pydantic import Field
@@ -15,16 +17,54 @@ from cltoolkit.suites.sessions.data import Rows
 ParamsT = TypeVar("ParamsT", bound="Strict | None")
 """A model's hyperparameter model (`Params`), or None for a model without hyperparameters."""
 
-__all__ = ["Affine", "KNearest", "KNearestParams", "SessionModel"]
+__all__ = ["Affine", "KNearest", "KNearestParams", "SessionModel", "SessionsTaskEnd", "SessionsTaskStart"]
 
 
+@dataclass(frozen=True)
+class SessionsTaskStart:
+    """A fit begins: one model per split (the grouped split's model is also scored on the shifted cohort)."""
+
+    task: str
+    """The split's set id (the protocol's `splits.groupedSet` or `splits.randomSet`)."""
+    index: int
+    """0: each model is fitted once."""
+    trainingRows: int
+    """Rows the model is fitted on."""
+
+
+@dataclass(frozen=True)
+class SessionsTaskEnd:
+    """The fit is over; scoring follows (no hook fires during it)."""
+
+    task: str
+    index: int
+    last: bool
+    """No fit follows on this model (always true here)."""
+
+
+@dataclass
 class SessionModel(Method, Generic[ParamsT]):
-    """A next-state model fitted on some rows and scored on others."""
+    """A next-state model fitted on some rows and scored on others.
+
+    The lifecycle has the names of every suite's (`cltoolkit.plugin`): `begin_task(task)`, `fit`, `end_task(task)`,
+    then `predict` on the split's test rows and `diagnostics()` for the record; one fit per model and no optimiser,
+    so no step hooks."""
 
     suite: ClassVar[str] = "sessions"
 
-    def __init__(self, params: ParamsT) -> None:
-        self.params = params
+    params: ParamsT
+    """The comparison's validated hyperparameters (an instance of `Params`, or None)."""
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        """Set up the method's own state (subclasses override; called once per model)."""
+
+    def begin_task(self, task: SessionsTaskStart) -> None:
+        """A fit starts."""
+
+    def end_task(self, task: SessionsTaskEnd) -> None:
+        """The fit is over."""
 
     def fit(self, rows: Rows, train: np.ndarray) -> None:
         raise NotImplementedError

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cltoolkit.components import Suite
+from cltoolkit.components import Suite, make_method
 from cltoolkit.errors import Problem
-from cltoolkit.suites.sessions.methods import SessionModel
+from cltoolkit.suites.sessions.methods import SessionModel, SessionsTaskEnd, SessionsTaskStart
 from cltoolkit.suites.sessions.models import SessionsProtocol
 
 if TYPE_CHECKING:
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from cltoolkit.run.spec import RunOutput, RunSpec
     from cltoolkit.splits import SplitManifest
     from cltoolkit.suites.sessions.data import Rows
-    from cltoolkit.suites.sessions.methods import SessionModel
 
 __all__ = ["SessionsSuite", "set_metrics"]
 
@@ -73,10 +72,7 @@ class SessionsSuite(Suite[SessionsProtocol]):
         from cltoolkit.suites.sessions.data import simulate
 
         comp = protocol.comparison(spec.comparison)
-        method = self.project_regs().method.get(comp.method)
-        if not issubclass(method, SessionModel):  # refused at validation; a library caller may skip it
-            raise TypeError(f"method {comp.method!r} is not a sessions SessionModel")
-        params = method.Params.model_validate(comp.hyperparameters, strict=False) if method.Params else None
+        regs = self.project_regs()
         streams = [np.random.default_rng(s) for s in np.random.SeedSequence(spec.seed).spawn(4)]
         main = simulate(protocol, protocol.cohort("main"), streams[0])
         shifted = simulate(protocol, protocol.cohort("shifted"), streams[1])
@@ -100,8 +96,8 @@ class SessionsSuite(Suite[SessionsProtocol]):
             protocol.cohort("shifted").sessions,
         )
         measured = set_metrics(protocol)
-        grouped_model = method(params)
-        random_model = method(params)
+        grouped_model = make_method(SessionModel, comp.method, comp.hyperparameters, regs)
+        random_model = make_method(SessionModel, comp.method, comp.hyperparameters, regs)
         evaluations: dict[str, Any] = {}
         splits: dict[str, Any] = {}
         metrics: dict[str, Any] = {}
@@ -112,7 +108,9 @@ class SessionsSuite(Suite[SessionsProtocol]):
             (protocol.splits.shiftedSet, grouped_model, g_train, shifted, np.arange(len(shifted)), s_manifest),
         ):
             if set_id != protocol.splits.shiftedSet:
+                model.begin_task(SessionsTaskStart(set_id, 0, int(train.size)))
                 model.fit(main, train)
+                model.end_task(SessionsTaskEnd(set_id, 0, True))
                 for step in model.preprocessing():
                     step.check(train)  # learned preprocessing saw training rows only
             evaluations[set_id] = _score(model, rows, test, manifest)
