@@ -4,16 +4,18 @@ per-task matrices and learning curves (`runs`), the suite's own (`suite`); one c
 from __future__ import annotations
 
 import base64
+import html
 import io
 from collections.abc import Sequence
 from typing import Any
 
+from cltoolkit.project import Project
 from cltoolkit.protocol.results import Results
 from cltoolkit.protocol.validate import LoadedProtocol
-from cltoolkit.registry import Registries
+from cltoolkit.registry import Registries, registries
 from cltoolkit.run.record import RunRecord
 
-__all__ = ["Figures", "comparison_colors", "figures", "png", "tested_bound"]
+__all__ = ["Figures", "comparison_colors", "draw_figure_blocks", "figures", "png", "tested_bound"]
 
 Figures = dict[str, list[tuple[str, Any]]]
 
@@ -160,3 +162,17 @@ def png(fig: Any) -> str:
     if "matplotlib.pyplot" in sys.modules:  # suites' figures may come from pyplot: release them
         sys.modules["matplotlib.pyplot"].close(fig)
     return base64.b64encode(buf.getvalue()).decode()
+
+
+def draw_figure_blocks(
+    project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
+) -> dict[str, str]:
+    """The report's figures as HTML by the section they support (PNG images inlined), drawn now."""
+    return {
+        section: "".join(
+            f'<figure><figcaption>{html.escape(t)}</figcaption><img alt="{html.escape(t)}" '
+            f'src="data:image/png;base64,{png(fig)}"></figure>'
+            for t, fig in figs
+        )
+        for section, figs in figures(loaded, results, records, registries(project.components_file)).items()
+    }

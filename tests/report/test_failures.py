@@ -45,7 +45,7 @@ def test_method_diagnostics_are_exported_beside_the_summaries(toy: Project, cli)
     """#51: a method's `diagnostics()` reach the results (summaries.methodDiagnostics, per comparison: runs and mean)
     and the report (a table); records without them change nothing."""
     from cltoolkit.gatekeeper.gatekeeper import _method_diagnostics
-    from cltoolkit.report.render import _diagnostic_lines
+    from cltoolkit.report.runs import diagnostic_lines
     from cltoolkit.run.store import RunStore
 
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
@@ -59,7 +59,7 @@ def test_method_diagnostics_are_exported_beside_the_summaries(toy: Project, cli)
     ]
     exported = _method_diagnostics(with_diag)
     assert exported == {"base": {"penalty": {"runs": 2, "mean": 0.5}}, "cand": {"penalty": {"runs": 2, "mean": 2.5}}}
-    table = _diagnostic_lines(with_diag)
+    table = diagnostic_lines(with_diag)
     assert table[0] == "## Method diagnostics" and "| cand | penalty | 2 | 2.5 |" in table
 
 
