@@ -231,6 +231,47 @@ def test_a_protocols_package_stack_is_built_and_used_on_every_node(
     assert len({r.provenance.node["rayNodeId"] for r in records.values() if r.provenance.node}) == 2
 
 
+CW_WHEELS = REPO / ".cache" / "wheels"
+"""Continual World's package stack (tests/data/cw10-wheels.txt), downloaded by `make wheels`."""
+
+
+@pytest.mark.skipif(not (CW_WHEELS / "metaworld-3.1.1-py3-none-any.whl").is_file(), reason="no CW10 wheels (make wheels)")
+def test_a_cw10_pilot_runs_on_both_nodes_in_the_protocols_environment_built_there(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#55: cw10-v1 as shipped (Meta-World 3.1.1 on mujoco 3.3.0, which the toolkit's environment cannot hold), piloted
+    on a two-node cluster at a few hundred steps: each node builds the protocol's environment from the pilot's package
+    file (pip on this machine only, its options in the job) in the cluster's own cache, and runs its run there."""
+    from cltoolkit.packages import environment_dir, file_digest
+
+    root = tmp_path / "cw"
+    (root / "protocols").mkdir(parents=True)
+    (root / "registry" / "locks").mkdir(parents=True)
+    doc = json.loads((REPO / "protocols" / "cw10-v1.json").read_text())
+    write(root / "protocols" / "cw10-v1.json", doc)
+    project = Project(root)
+    task = json.dumps([t for t in doc["stream"]["tasks"] if t["id"] == "window-close"])
+    monkeypatch.setenv("CLT_PIP_ARGS", f"--no-index --find-links {CW_WHEELS}")
+    cluster.env["CLT_PIP_ARGS"] = os.environ["CLT_PIP_ARGS"]  # the driver's: the jobs carry it to the nodes
+    small = ["stream.stepsPerTask=400", "evaluation.every=200", "evaluation.episodes=1", "evaluation.last=1",
+             "learner.startSteps=100", "learner.updateAfter=100"]  # fmt: skip
+    run = ["run", "-p", "cw10-v1", "--pilot", "--stage", "pilot", "--methods", "finetuning,l2"]
+    run += ["--set", f"stream.tasks={task}", *(a for item in small for a in ("--set", item))]
+    proc = _clt(cluster, project, *run, "--executor", "ray", "--address", cluster.address, "--workers", "2")
+    out = proc.communicate(timeout=540)[0]
+    assert proc.returncode == 0, out
+    records = [json.loads(p.read_text()) for p in (root / "pilot-runs").rglob("record.json")]
+    assert len(records) == 2 and all(r["status"]["state"] == "completed" for r in records), out
+    package_file = next((root / "pilot-runs").rglob("packages.txt"))
+    assert "metaworld==3.1.1 " in package_file.read_text() and "mujoco==3.3.0 " in package_file.read_text()
+    digest = file_digest(package_file)
+    assert {r["provenance"]["environment"] for r in records} == {digest}
+    assert len({r["provenance"]["node"]["rayNodeId"] for r in records}) == 2  # one run on each node
+    monkeypatch.setenv("HOME", cluster.env["HOME"])
+    assert (environment_dir(digest) / "clt-environment").is_file()  # built in the cluster's cache, not this machine's
+    assert all(isinstance(r["metrics"]["crl.performance-v1"], float) for r in records)
+
+
 def test_no_cluster_at_the_address_is_one_line_within_the_wait(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     project = _project(tmp_path, sleep_s=0.0)
