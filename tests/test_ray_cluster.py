@@ -235,7 +235,10 @@ CW_WHEELS = REPO / ".cache" / "wheels"
 """Continual World's package stack (tests/data/cw10-wheels.txt), downloaded by `make wheels`."""
 
 
-@pytest.mark.skipif(not (CW_WHEELS / "metaworld-3.1.1-py3-none-any.whl").is_file(), reason="no CW10 wheels (make wheels)")
+CW_METAWORLD = CW_WHEELS / "metaworld-3.1.1-py3-none-any.whl"
+
+
+@pytest.mark.skipif(not CW_METAWORLD.is_file(), reason="no CW10 wheels (make wheels)")
 def test_a_cw10_pilot_runs_on_both_nodes_in_the_protocols_environment_built_there(
     cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
