@@ -233,8 +233,6 @@ def test_a_protocols_package_stack_is_built_and_used_on_every_node(
 
 CW_WHEELS = REPO / ".cache" / "wheels"
 """Continual World's package stack (tests/data/cw10-wheels.txt), downloaded by `make wheels`."""
-
-
 CW_METAWORLD = CW_WHEELS / "metaworld-3.1.1-py3-none-any.whl"
 
 
