@@ -404,3 +404,41 @@ def test_replay_cloning_pulls_the_actor_towards_its_earlier_self_on_memory_count
     assert out["budget"]["samples"]["other"] == 0
     assert method.kl[0] == pytest.approx(0.0, abs=1e-6)  # the copy is the actor at the task's end
     assert out["metrics"]["methodDiagnostics"]["meanCloningKl"] > 0  # then the actor moves on task two
+
+
+class _Stopped(RuntimeError):
+    pass
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("cls", "params"),
+    [(PerfectMemory, {}), (CrlReplayCloning, {"memoryPerTask": 50, "cloningSamples": 8, "cloningCoef": 1.0}),
+     (CrlSI, {"strength": 0.1})],
+)  # fmt: skip
+def test_an_interrupted_stream_resumes_from_its_last_task_boundary_with_the_same_record(
+    tmp_path: Any, cls: type[CrlMethod[Any]], params: dict[str, Any]
+) -> None:
+    """The buffer kept across tasks, the episodic memory with a method's frozen copy, and a library algorithm's
+    state: a run stopped in its second task's end resumes from the checkpoint after the first and ends as an
+    uninterrupted run does."""
+    from cltoolkit.suites import checkpoint
+
+    whole = run_stream(_protocol(), _method(cls, **params), seed=0, workdir=tmp_path / "whole")
+    marker = tmp_path / "stopped"
+
+    class Once(cls):  # type: ignore[valid-type,misc]
+        def end_task(self, sac: Any, task: CrlTask) -> None:
+            super().end_task(sac, task)
+            if task.index == 1 and not marker.exists():  # the machine stops at the second task's end
+                marker.write_text("")
+                raise _Stopped("stopped")
+
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    with pytest.raises(_Stopped):
+        run_stream(_protocol(), _method(Once, **params), seed=0, workdir=cut)
+    assert (cut / checkpoint.FILE).exists()
+    resumed = run_stream(_protocol(), _method(Once, **params), seed=0, workdir=cut)
+    assert not (cut / checkpoint.FILE).exists()  # removed once the run is done
+    assert resumed == whole

@@ -375,7 +375,7 @@ def test_nav4_an_interrupted_run_resumes_from_its_last_task_boundary_with_the_sa
 
 
 def test_nav4_a_checkpoint_of_another_run_or_without_its_mac_is_never_resumed(tmp_path: Path) -> None:
-    from cltoolkit.suites.nav4 import checkpoint
+    from cltoolkit.suites import checkpoint
 
     checkpoint.save(tmp_path, "run-a", {"matrix": [[1.0]], "weights": np.arange(3)})
     state = checkpoint.load(tmp_path, "run-a")

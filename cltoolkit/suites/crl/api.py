@@ -8,7 +8,9 @@ update and every evaluation; the method owns what it adds to learning, through t
 - `after_backward(sac, step)` / `after_step(sac, step)`: gradients before the step (projections), parameters after it;
   called only where the method defines them, and checked as nav4's and wmf's are;
 - `keep_buffer`: the suite keeps its replay buffer across task changes (CW's perfect memory, `reservoir` selection);
-  every transition drawn from an earlier task is counted as replay.
+  every transition drawn from an earlier task is counted as replay;
+- `diagnostics()` for the record; `state_dict` / `load_state_dict`, checkpointed at every task boundary (an
+  interrupted run resumes from the last one with the same record).
 
 Light to import: torch and gymnasium are imported by the driver only.
 """
@@ -104,7 +106,11 @@ class CrlMethod(Method, Generic[ParamsT]):
         return {}
 
     def state_dict(self) -> dict[str, Any]:
+        """The method's own state (tensors, numbers, strings, lists, dicts, numpy arrays): the driver checkpoints it
+        with SAC, the buffers and its generators after every task but the last, and an interrupted run resumes from
+        its last task boundary with the same record. A method whose state needs the networks to be rebuilt keeps it
+        until its next `begin_task` (`CrlReplayCloning`); nothing it builds may draw from torch's generator."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned."""
+        """Restore what `state_dict` returned (before the next task's `begin_task`)."""

@@ -14,6 +14,11 @@ Guards, as in nav4 and wmf (`cltoolkit.suites.guards`): a non-finite loss term o
 is counted by origin (the update's batch; transitions of earlier tasks in it are replay; anything else is charged as
 `budget.unaccountedSamples` declares).
 
+Checkpoints (`cltoolkit.suites.checkpoint`), given the run's folder: after every task but the last, the driver saves
+what the rest of the run depends on (SAC's networks, targets, entropy coefficients and optimiser; the replay buffer;
+the episodic memory; torch's and the driver's generators; the ledger; the evaluations so far; the method's
+`state_dict`); an interrupted run resumes after its last finished task and gives the same record.
+
 Imports torch and gymnasium: only a worker loads this module.
 """
 
@@ -22,12 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
+from cltoolkit.suites import checkpoint
 from cltoolkit.suites.crl.api import CrlMethod, CrlTask
 from cltoolkit.suites.crl.metrics import cw_metrics
 from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
@@ -87,6 +94,17 @@ class Buffer:
         self.obs[i], self.actions[i], self.rewards[i] = obs, action, reward
         self.next_obs[i], self.done[i], self.task[i] = next_obs, float(done), task
 
+    _ARRAYS = ("obs", "next_obs", "actions", "rewards", "done", "task")
+
+    def state_dict(self) -> dict[str, Any]:
+        """The filled slots (in place: FIFO's next slot follows from `offered`) and the counts."""
+        return {"size": self.size, "offered": self.offered, **{k: getattr(self, k)[: self.size] for k in self._ARRAYS}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.size, self.offered = int(state["size"]), int(state["offered"])
+        for k in self._ARRAYS:
+            getattr(self, k)[: self.size] = state[k]
+
     def sample(self, n: int) -> dict[str, torch.Tensor]:
         idx = self.rng.integers(self.size, size=n)
         return {
@@ -128,6 +146,13 @@ class Episodic:
             }
         )
         self.pool = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"parts": self.parts}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.parts = list(state["parts"])
+        self.pool = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]} if self.parts else {}
 
     def draw(self, n: int) -> dict[str, torch.Tensor]:
         idx = self.rng.integers(len(self.pool["obs"]), size=n)
@@ -228,8 +253,10 @@ def run_stream(
     seed: int,
     unaccounted: str = "violation",
     on_evaluation: Callable[[int, list[float]], None] | None = None,
+    workdir: Path | None = None,
 ) -> dict[str, Any]:
-    """Train `method` over the stream from `seed`; returns the metrics and the budget ledger."""
+    """Train `method` over the stream from `seed`; returns the metrics and the budget ledger. With `workdir` (the
+    run's folder), a checkpoint after every task but the last, and a resume from the last one found there."""
     stream, learner, ev = protocol.stream, protocol.learner, protocol.evaluation
     tasks = stream.tasks
     torch.manual_seed(seed)
@@ -267,7 +294,16 @@ def run_stream(
         episodic = Episodic(method.episodic_per_task(), ledger, rng) if method.episodic_per_task() else None
         if episodic is not None:
             episodic.counter = counter
+        identity = _identity(protocol, method, seed, unaccounted)
+        first = 0
+        saved = checkpoint.load(workdir, identity) if workdir is not None else None
+        if saved is not None:  # an interrupted run: resume after its last finished task
+            first = _restore(saved, sac, buffer, episodic, rng, ledger, method)
+            success, active = saved["success"], saved["active"]
+            print(f"resumed from the checkpoint after task {first} (of {len(tasks)})", flush=True)  # the run's log
         for index, spec in enumerate(tasks):
+            if index < first:
+                continue
             memory = episodic if episodic is not None and len(episodic) else None
             task = CrlTask(spec.id, index, stream.stepsPerTask, memory)
             head = index if heads > 1 else 0
@@ -329,7 +365,12 @@ def run_stream(
                 if not bool(torch.isfinite(value.detach()).all()):
                     raise NonFiniteValue(spec.id, updates, f"parameter {name}", "end of task")
             ledger.perTask[spec.id] = {"environmentSteps": stream.stepsPerTask, "gradientUpdates": updates}
+            if workdir is not None and index + 1 < len(tasks):
+                state = _state(index + 1, sac, buffer, episodic, rng, ledger, method)
+                checkpoint.save(workdir, identity, {**state, "success": success, "active": active})
         counter.close()
+        if workdir is not None:
+            checkpoint.clear(workdir)
     finally:
         for env in (*train_envs, *eval_envs):
             env.close()
@@ -363,6 +404,69 @@ def run_stream(
             },
         },
     }
+
+
+def _identity(protocol: CrlProtocol, method: CrlMethod[Any], seed: int, unaccounted: str) -> str:
+    """What a checkpoint must match to be resumed: the protocol's content, the method and its hyperparameters, the
+    seed and the sample policy."""
+    import hashlib
+    import json
+
+    what = [protocol.model_dump(mode="json"), method.name, dict(method.hyperparameters), seed, unaccounted]
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def _state(
+    next_task: int,
+    sac: Sac,
+    buffer: Buffer,
+    episodic: Episodic | None,
+    rng: np.random.Generator,
+    ledger: CrlLedger,
+    method: CrlMethod[Any],
+) -> dict[str, Any]:
+    """Everything the rest of the run depends on, at a task boundary (the evaluations are added by the caller)."""
+    return {
+        "next": next_task,
+        "actor": sac.actor.state_dict(),
+        "critic": sac.critic.state_dict(),
+        "target": sac.target.state_dict(),
+        "logAlpha": sac.log_alpha.detach().clone(),
+        "optimizer": sac.optimizer.state_dict(),
+        "torch": torch.get_rng_state(),
+        "rng": rng.bit_generator.state,
+        "buffer": buffer.state_dict(),
+        "episodic": episodic.state_dict() if episodic is not None else None,
+        "ledger": dict(vars(ledger)),
+        "method": method.state_dict(),
+    }
+
+
+def _restore(
+    saved: dict[str, Any],
+    sac: Sac,
+    buffer: Buffer,
+    episodic: Episodic | None,
+    rng: np.random.Generator,
+    ledger: CrlLedger,
+    method: CrlMethod[Any],
+) -> int:
+    """Put a checkpoint's state back (`_state`); returns the index of the task to run next."""
+    sac.actor.load_state_dict(saved["actor"])
+    sac.critic.load_state_dict(saved["critic"])
+    sac.target.load_state_dict(saved["target"])
+    with torch.no_grad():
+        sac.log_alpha.copy_(saved["logAlpha"])
+    sac.optimizer.load_state_dict(saved["optimizer"])
+    torch.set_rng_state(saved["torch"])
+    rng.bit_generator.state = saved["rng"]
+    buffer.load_state_dict(saved["buffer"])
+    if episodic is not None and saved["episodic"] is not None:
+        episodic.load_state_dict(saved["episodic"])
+    for key, value in saved["ledger"].items():
+        setattr(ledger, key, value)
+    method.load_state_dict(saved["method"])
+    return int(saved["next"])
 
 
 def _book(ledger: CrlLedger, n: int) -> None:

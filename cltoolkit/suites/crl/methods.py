@@ -264,17 +264,36 @@ class CrlReplayCloning(CrlMethod[CloningParams]):
 
     def __post_init__(self) -> None:
         self.old: nn.Module | None = None
+        self.pending: dict[str, Any] | None = None
+        """The copy's weights from a checkpoint, made into a module at the next task's start (it needs the config)."""
         self.kl: list[float] = []
 
     def episodic_per_task(self) -> int:
         return int(self.params.memoryPerTask)
 
+    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+        if self.pending is not None:
+            self._copy(sac, self.pending)
+            self.pending = None
+
     def end_task(self, sac: Sac, task: CrlTask) -> None:
+        self._copy(sac, sac.actor.state_dict())
+
+    def _copy(self, sac: Sac, weights: Mapping[str, Any]) -> None:
+        import torch
+
         from cltoolkit.suites.crl.sac import Actor
 
-        old = Actor(sac.config)  # a fresh module: the suite's counting hooks stay on the suite's actor
-        old.load_state_dict(sac.actor.state_dict())
+        with torch.random.fork_rng(devices=[]):  # its throwaway initialisation draws nothing from the run's stream
+            old = Actor(sac.config)  # a fresh module: the suite's counting hooks stay on the suite's actor
+        old.load_state_dict(weights)
         self.old = old.requires_grad_(False)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"old": self.old.state_dict() if self.old is not None else None, "kl": list(self.kl)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.pending, self.kl = state["old"], list(state["kl"])
 
     def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         import torch

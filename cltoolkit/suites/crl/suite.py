@@ -67,7 +67,7 @@ class CrlSuite(Suite[CrlProtocol]):
 
         comp = protocol.comparison(spec.comparison)
         method = make_method(comp.method, comp.hyperparameters, self.project_regs())
-        out = run_stream(protocol, method, spec.seed, protocol.budget.unaccountedSamples)
+        out = run_stream(protocol, method, spec.seed, protocol.budget.unaccountedSamples, workdir=workdir)
         return RunOutput(metrics=out["metrics"], budget=out["budget"], device="cpu", precision="float32")
 
 

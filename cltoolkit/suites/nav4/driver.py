@@ -112,7 +112,7 @@ def run(
         learner.hook("end_task", lambda: method.end_task(learner, Nav4TaskEnd(name, index, last)))
 
     if method.regime == "sequential":
-        from cltoolkit.suites.nav4 import checkpoint
+        from cltoolkit.suites import checkpoint
 
         learner = Learner(params, canvas, seed, ledger, method, device, limits)
         matrix: list[list[float]] = []
@@ -154,7 +154,7 @@ def run(
         row = [evaluate(learner, t, tests[t], greedy, ledger, **kw) for t in tasks]
         matrix, phases, models = [row], ["joint"], [learner]
     else:  # specialists: a fresh learner per task, each evaluated on its own task
-        from cltoolkit.suites.nav4 import checkpoint
+        from cltoolkit.suites import checkpoint
 
         row = []
         models = []

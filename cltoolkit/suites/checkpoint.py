@@ -1,6 +1,7 @@
-"""Task-boundary checkpoints of a nav4 run: after each sequential phase the driver saves everything the rest of the
-run depends on (the learner: network, optimiser, generators, memory; the method's `state_dict`; the driver's layout
-generator; the ledger, the success matrix so far and the curves). A run interrupted later (its process killed, the
+"""Task-boundary checkpoints of a run (nav4 and crl): after each task the driver saves everything the rest of the run
+depends on (nav4: the learner's network, optimiser, generators and memory; crl: SAC's networks, optimiser and
+entropy coefficients, the replay buffer, the episodic memory and torch's generator; both: the method's `state_dict`,
+the driver's generators, the ledger and the evaluations so far). A run interrupted later (its process killed, the
 machine stopped) starts again from its last task boundary and gives the same record, timing aside.
 
 The file (`checkpoint.pt` in the run's folder) holds data only: tensors, numbers, strings, lists and dicts (numpy
