@@ -298,7 +298,7 @@ def run_stream(
         first = 0
         saved = checkpoint.load(workdir, identity) if workdir is not None else None
         if saved is not None:  # an interrupted run: resume after its last finished task
-            first = _restore(saved, sac, buffer, episodic, rng, ledger, method)
+            first = _Resumable(sac, buffer, episodic, rng, ledger, method).restore(saved)
             success, active = saved["success"], saved["active"]
             print(f"resumed from the checkpoint after task {first} (of {len(tasks)})", flush=True)  # the run's log
         for index, spec in enumerate(tasks):
@@ -366,7 +366,7 @@ def run_stream(
                     raise NonFiniteValue(spec.id, updates, f"parameter {name}", "end of task")
             ledger.perTask[spec.id] = {"environmentSteps": stream.stepsPerTask, "gradientUpdates": updates}
             if workdir is not None and index + 1 < len(tasks):
-                state = _state(index + 1, sac, buffer, episodic, rng, ledger, method)
+                state = _Resumable(sac, buffer, episodic, rng, ledger, method).state(index + 1)
                 checkpoint.save(workdir, identity, {**state, "success": success, "active": active})
         counter.close()
         if workdir is not None:
@@ -416,57 +416,52 @@ def _identity(protocol: CrlProtocol, method: CrlMethod[Any], seed: int, unaccoun
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
-def _state(
-    next_task: int,
-    sac: Sac,
-    buffer: Buffer,
-    episodic: Episodic | None,
-    rng: np.random.Generator,
-    ledger: CrlLedger,
-    method: CrlMethod[Any],
-) -> dict[str, Any]:
-    """Everything the rest of the run depends on, at a task boundary (the evaluations are added by the caller)."""
-    return {
-        "next": next_task,
-        "actor": sac.actor.state_dict(),
-        "critic": sac.critic.state_dict(),
-        "target": sac.target.state_dict(),
-        "logAlpha": sac.log_alpha.detach().clone(),
-        "optimizer": sac.optimizer.state_dict(),
-        "torch": torch.get_rng_state(),
-        "rng": rng.bit_generator.state,
-        "buffer": buffer.state_dict(),
-        "episodic": episodic.state_dict() if episodic is not None else None,
-        "ledger": dict(vars(ledger)),
-        "method": method.state_dict(),
-    }
+@dataclass
+class _Resumable:
+    """What the rest of a run depends on at a task boundary (the evaluations so far travel beside it)."""
 
+    sac: Sac
+    buffer: Buffer
+    episodic: Episodic | None
+    rng: np.random.Generator
+    ledger: CrlLedger
+    method: CrlMethod[Any]
 
-def _restore(
-    saved: dict[str, Any],
-    sac: Sac,
-    buffer: Buffer,
-    episodic: Episodic | None,
-    rng: np.random.Generator,
-    ledger: CrlLedger,
-    method: CrlMethod[Any],
-) -> int:
-    """Put a checkpoint's state back (`_state`); returns the index of the task to run next."""
-    sac.actor.load_state_dict(saved["actor"])
-    sac.critic.load_state_dict(saved["critic"])
-    sac.target.load_state_dict(saved["target"])
-    with torch.no_grad():
-        sac.log_alpha.copy_(saved["logAlpha"])
-    sac.optimizer.load_state_dict(saved["optimizer"])
-    torch.set_rng_state(saved["torch"])
-    rng.bit_generator.state = saved["rng"]
-    buffer.load_state_dict(saved["buffer"])
-    if episodic is not None and saved["episodic"] is not None:
-        episodic.load_state_dict(saved["episodic"])
-    for key, value in saved["ledger"].items():
-        setattr(ledger, key, value)
-    method.load_state_dict(saved["method"])
-    return int(saved["next"])
+    def state(self, next_task: int) -> dict[str, Any]:
+        sac = self.sac
+        return {
+            "next": next_task,
+            "actor": sac.actor.state_dict(),
+            "critic": sac.critic.state_dict(),
+            "target": sac.target.state_dict(),
+            "logAlpha": sac.log_alpha.detach().clone(),
+            "optimizer": sac.optimizer.state_dict(),
+            "torch": torch.get_rng_state(),
+            "rng": self.rng.bit_generator.state,
+            "buffer": self.buffer.state_dict(),
+            "episodic": self.episodic.state_dict() if self.episodic is not None else None,
+            "ledger": dict(vars(self.ledger)),
+            "method": self.method.state_dict(),
+        }
+
+    def restore(self, saved: dict[str, Any]) -> int:
+        """Put a checkpoint's state back; returns the index of the task to run next."""
+        sac = self.sac
+        sac.actor.load_state_dict(saved["actor"])
+        sac.critic.load_state_dict(saved["critic"])
+        sac.target.load_state_dict(saved["target"])
+        with torch.no_grad():
+            sac.log_alpha.copy_(saved["logAlpha"])
+        sac.optimizer.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["torch"])
+        self.rng.bit_generator.state = saved["rng"]
+        self.buffer.load_state_dict(saved["buffer"])
+        if self.episodic is not None and saved["episodic"] is not None:
+            self.episodic.load_state_dict(saved["episodic"])
+        for key, value in saved["ledger"].items():
+            setattr(self.ledger, key, value)
+        self.method.load_state_dict(saved["method"])
+        return int(saved["next"])
 
 
 def _book(ledger: CrlLedger, n: int) -> None:
