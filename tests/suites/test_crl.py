@@ -442,3 +442,17 @@ def test_an_interrupted_stream_resumes_from_its_last_task_boundary_with_the_same
     resumed = run_stream(_protocol(), _method(Once, **params), seed=0, workdir=cut)
     assert not (cut / checkpoint.FILE).exists()  # removed once the run is done
     assert resumed == whole
+
+
+@pytest.mark.parametrize(("cls", "field"), [(CrlEWC, "fisherBatches"), (CrlMAS, "importanceBatches")])
+@pytest.mark.parametrize("keep", [1, 3])
+def test_ewc_and_mas_keep_exactly_their_last_batches(cls: type[CrlMethod[Any]], field: str, keep: int) -> None:
+    """The estimate reads the task's last `keep` batches, and no more are held (one batch kept every batch until
+    the task's end would be a million copies at CW's budget)."""
+    method = _method(cls, **{"lambda": 1.0, field: keep})
+    sac = Sac(SacConfig(3, 1, hidden=(8,)))
+    task = CrlTask("t", 0, 10)
+    for i in range(5):
+        method.extra_loss(sac, {**_batch(4, 3, 1), "rewards": torch.full((4,), float(i))}, task)
+        assert len(method.kept) == min(i + 1, keep)
+    assert [float(b["rewards"][0]) for b in method.kept] == [float(i) for i in range(5 - keep, 5)]

@@ -13,7 +13,7 @@ from cltoolkit.suites.crl.api import CrlMethod, CrlTask
 from cltoolkit.suites.library import core
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     import torch
     from torch import nn
@@ -84,6 +84,32 @@ class _Library(CrlMethod[Any]):
             self.algo.load_state_dict(state["algo"])
 
 
+class _FromLastBatches(_Library):
+    """A penalty whose end-of-task estimate (a Fisher, an importance) reads copies of the task's last `keep` update
+    batches, kept by the method (its bookkeeping: the estimate's passes are counted as such)."""
+
+    kept: list[dict[str, torch.Tensor]]
+    keep: int
+
+    def estimate_of(self, sac: Sac) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+        """What the library's `end_task` differentiates on each kept batch."""
+        raise NotImplementedError
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        older = self.kept[max(0, len(self.kept) - self.keep + 1) :]  # the last keep - 1 (none when keep is 1)
+        self.kept = [*older, _copied(batch)]
+        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
+        return penalty
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        self.algo.end_task(lambda: shared(sac), self.kept, self.estimate_of(sac))
+        self.kept = []
+
+
+def _copied(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in batch.items()}
+
+
 class L2Params(core.L2Fields):
     """The L2 pull's strength (CW's `--cl_reg_coef`, 1e5 in the paper's runs)."""
 
@@ -109,7 +135,7 @@ class CrlEwcParams(core.EwcFields):
     """Online EWC's fields (CW's `--cl_reg_coef` is `lambda`: 1e4 in the paper's runs)."""
 
 
-class CrlEWC(_Library):
+class CrlEWC(_FromLastBatches):
     """Online EWC on the shared parameters (the library's `OnlineEWC`): the Fisher is the empirical diagonal of the
     SAC loss (the critics' and the actor's terms) over copies of the task's last `fisherBatches` update batches,
     which the method keeps (its bookkeeping: the passes are counted as such). CW's EWC estimates the Fisher from the
@@ -120,20 +146,15 @@ class CrlEWC(_Library):
 
     def __post_init__(self) -> None:
         self.algo = core.OnlineEWC(self.params)
-        self.kept: list[dict[str, torch.Tensor]] = []
+        self.kept = []
+        self.keep = self.params.fisherBatches
 
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
-        self.kept = [*self.kept[-(self.params.fisherBatches - 1) :], {k: v.clone() for k, v in batch.items()}]
-        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
-        return penalty
-
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
+    def estimate_of(self, sac: Sac) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
         def loss(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             parts = sac.losses(batch)
             return parts["value"] + parts["policy"]
 
-        self.algo.end_task(lambda: shared(sac), self.kept, loss)
-        self.kept = []
+        return loss
 
 
 class CrlSiParams(core.SiFields):
@@ -171,7 +192,7 @@ class CrlMasParams(core.MasFields):
     """MAS's fields (CW's `--cl_reg_coef` is `lambda`: 1e4 in the paper's runs)."""
 
 
-class CrlMAS(_Library):
+class CrlMAS(_FromLastBatches):
     """Memory Aware Synapses (the library's) on the shared parameters: importance from the gradient of the squared
     norm of the actor's action means and both critics' values on copies of the task's last `importanceBatches` update
     batches (the method's bookkeeping), summed over tasks."""
@@ -181,22 +202,17 @@ class CrlMAS(_Library):
 
     def __post_init__(self) -> None:
         self.algo = core.MAS(self.params)
-        self.kept: list[dict[str, torch.Tensor]] = []
+        self.kept = []
+        self.keep = self.params.importanceBatches
 
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
-        self.kept = [*self.kept[-(self.params.importanceBatches - 1) :], {k: v.clone() for k, v in batch.items()}]
-        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
-        return penalty
-
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
+    def estimate_of(self, sac: Sac) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
         import torch
 
         def outputs(b: dict[str, torch.Tensor]) -> torch.Tensor:
             action = sac.actor(b["obs"], b["head"], deterministic=True)[0]
             return torch.cat([action, sac.critic(b["obs"], b["actions"], b["head"]).T], dim=1)
 
-        self.algo.end_task(lambda: shared(sac), self.kept, outputs)
-        self.kept = []
+        return outputs
 
 
 class CrlAgemParams(Strict):
