@@ -20,6 +20,7 @@ from cltoolkit.suites.crl.methods import (
     CrlAGEM,
     CrlEWC,
     CrlFinetuning,
+    CrlLwF,
     CrlMAS,
     CrlReplayCloning,
     CrlSI,
@@ -414,7 +415,7 @@ class _Stopped(RuntimeError):
 @pytest.mark.parametrize(
     ("cls", "params"),
     [(PerfectMemory, {}), (CrlReplayCloning, {"memoryPerTask": 50, "cloningSamples": 8, "cloningCoef": 1.0}),
-     (CrlSI, {"strength": 0.1})],
+     (CrlSI, {"strength": 0.1}), (CrlLwF, {"strength": 1.0})],
 )  # fmt: skip
 def test_an_interrupted_stream_resumes_from_its_last_task_boundary_with_the_same_record(
     tmp_path: Any, cls: type[CrlMethod[Any]], params: dict[str, Any]
@@ -456,3 +457,26 @@ def test_ewc_and_mas_keep_exactly_their_last_batches(cls: type[CrlMethod[Any]], 
         method.extra_loss(sac, {**_batch(4, 3, 1), "rewards": torch.full((4,), float(i))}, task)
         assert len(method.kept) == min(i + 1, keep)
     assert [float(b["rewards"][0]) for b in method.kept] == [float(i) for i in range(5 - keep, 5)]
+
+
+def test_lwf_distils_the_previous_actor_under_the_earlier_heads_on_the_updates_own_observations() -> None:
+    """Zero right after a task's end (the copy is the actor), positive once the actor moves, and blind to the heads
+    of the current and later tasks (LwF protects what was learnt, not what is being learnt)."""
+    torch.manual_seed(0)
+    method = _method(CrlLwF, strength=2.0)
+    sac = Sac(SacConfig(3, 1, heads=3, hidden=(8,)))
+    batch = _batch(16, 3, 1, heads=3)
+    assert method.extra_loss(sac, batch, CrlTask("a", 0, 10)) is None  # no earlier task
+    method.end_task(sac, CrlTask("a", 0, 10))
+    term = method.extra_loss(sac, batch, CrlTask("b", 1, 10))
+    assert term is not None and float(term.detach()) == pytest.approx(0.0, abs=1e-7)
+    with torch.no_grad():
+        sac.actor.mu.bias[1:] += 1.0  # the heads of tasks 1 and 2 move; task 0's head is untouched
+    assert float(method.extra_loss(sac, batch, CrlTask("b", 1, 10)).detach()) == pytest.approx(0.0, abs=1e-7)
+    with torch.no_grad():
+        sac.actor.mu.bias[0] += 0.5  # task 0's head moves by 0.5 in its mean
+    term = method.extra_loss(sac, batch, CrlTask("b", 1, 10))
+    assert term is not None
+    _, log_std = sac.actor.distribution(batch["obs"], torch.zeros(16, dtype=torch.long))
+    expected = 2.0 * (0.25 / (2 * (2 * log_std).exp())).sum(1).mean()  # KL of a shifted mean, the same std
+    assert float(term.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)

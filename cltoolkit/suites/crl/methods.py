@@ -257,6 +257,78 @@ class CrlAGEM(_Library):
         self.algo.after_backward(lambda: [*sac.actor.named_parameters(), *sac.critic.named_parameters()], reference)
 
 
+class CrlLwfParams(Strict):
+    """LwF's weight (a Gaussian policy has no temperature to soften)."""
+
+    strength: float = Field(gt=0, le=1e12)
+    """Weight of the distillation term."""
+
+
+class CrlLwF(_Library):
+    """Learning without Forgetting (Li & Hoiem 2016) for SAC's actor: at each task's end the library's LwF keeps a
+    frozen copy of the actor; on every later update, `strength` times the KL divergence from the copy's Gaussian
+    (before the tanh) to the actor's, on the update's own observations, under each earlier task's head (averaged
+    over them; the one head of a single-head actor). No memory: the current task's observations stand in for the
+    earlier tasks' (the contrast with the cloning candidate, which draws them from the suite's episodic memory). The
+    copy's passes carry no gradient; the actor's are on the update's own batch (counted as the task's data)."""
+
+    Params = CrlLwfParams
+    summary = "SAC with LwF: the previous actor's policies distilled on the current task's observations (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = core.LwF(core.LwfFields(strength=self.params.strength))
+        self.pending: dict[str, Any] | None = None
+        self.kl: list[float] = []
+
+    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+        if self.pending is not None:  # restored from a checkpoint: the copy is rebuilt in the actor's shape
+            self.algo.load_state_dict(self.pending, sac.actor)
+            self.pending = None
+
+    def end_task(self, sac: Sac, task: CrlTask) -> None:
+        self.algo.end_task(sac.actor)
+
+    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+        import torch
+
+        old = self.algo.old
+        if old is None:
+            return None
+        obs = batch["obs"]
+        heads = range(task.index) if sac.config.heads > 1 else range(1)
+        kls = []
+        for k in heads:
+            head = torch.full((len(obs),), k, dtype=torch.long)
+            with torch.no_grad():
+                mu_old, log_std_old = old.distribution(obs, head)
+            mu, log_std = sac.actor.distribution(obs, head)
+            kls.append(gaussian_kl(mu_old, log_std_old, mu, log_std))
+        kl = torch.stack(kls).mean()
+        self.kl.append(float(kl.detach()))
+        term: torch.Tensor = self.params.strength * kl
+        return term
+
+    def diagnostics(self) -> dict[str, float | None]:
+        return {"meanDistillationKl": sum(self.kl) / len(self.kl) if self.kl else None}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**self.algo.state_dict(), "kl": list(self.kl)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.pending = state if state.get("old") is not None else None
+        self.kl = list(state.get("kl", []))
+
+
+def gaussian_kl(
+    mu_old: torch.Tensor, log_std_old: torch.Tensor, mu: torch.Tensor, log_std: torch.Tensor
+) -> torch.Tensor:
+    """KL(N(mu_old, std_old) || N(mu, std)) of diagonal Gaussians, summed over the action's dimensions and averaged
+    over the rows."""
+    var, var_old = (2 * log_std).exp(), (2 * log_std_old).exp()
+    kl: torch.Tensor = (log_std - log_std_old + (var_old + (mu_old - mu) ** 2) / (2 * var) - 0.5).sum(1).mean()
+    return kl
+
+
 class CloningParams(Strict):
     """Behaviour cloning of earlier tasks' policies on the suite's episodic memory."""
 
@@ -320,8 +392,7 @@ class CrlReplayCloning(CrlMethod[CloningParams]):
         with torch.no_grad():
             mu_old, log_std_old = self.old.distribution(drawn["obs"], drawn["head"])  # type: ignore[operator]
         mu, log_std = sac.actor.distribution(drawn["obs"], drawn["head"])
-        var, var_old = (2 * log_std).exp(), (2 * log_std_old).exp()
-        kl = (log_std - log_std_old + (var_old + (mu_old - mu) ** 2) / (2 * var) - 0.5).sum(1).mean()
+        kl = gaussian_kl(mu_old, log_std_old, mu, log_std)
         self.kl.append(float(kl.detach()))
         term: torch.Tensor = self.params.cloningCoef * kl
         return term
