@@ -67,7 +67,15 @@ class CrlSuite(Suite[CrlProtocol]):
 
         comp = protocol.comparison(spec.comparison)
         method = make_method(comp.method, comp.hyperparameters, self.project_regs())
-        out = run_stream(protocol, method, spec.seed, protocol.budget.unaccountedSamples, workdir=workdir)
+        ids = [t.id for t in protocol.stream.tasks]
+
+        def progress(steps: int, rates: list[float]) -> None:  # the run's log.txt: a long run shows where it is
+            shown = ", ".join(f"{t} {r:.2f}" for t, r in zip(ids, rates, strict=True))
+            print(f"{steps} environment steps: success {shown}", flush=True)
+
+        out = run_stream(
+            protocol, method, spec.seed, protocol.budget.unaccountedSamples, on_evaluation=progress, workdir=workdir
+        )
         return RunOutput(metrics=out["metrics"], budget=out["budget"], device="cpu", precision="float32")
 
 
