@@ -88,7 +88,7 @@ def freeze(
 @command(app, "new")
 def new(
     protocol_id: Annotated[str, typer.Argument(help="Id of the new protocol, <name>-v<N> (its file name).")],
-    suite: Annotated[str, typer.Option("--suite", help="Suite the protocol is for (ladder, sessions, nav4, wmf).")],
+    suite: Annotated[str, typer.Option("--suite", help="The suite (ladder, sessions, nav4, wmf, crl).")],
 ) -> None:
     """Write a complete, valid draft for a suite into protocols/ (with `$schema` for editors)."""
     from cltoolkit.scaffold import new_protocol
