@@ -139,6 +139,24 @@ def test_lwf_distillation_is_zero_at_the_copy_and_pulls_towards_it() -> None:
     assert float(lwf.distill_values(lin(x), lin(x)).detach()) == 0.0
 
 
+def test_lwf_state_loaded_before_its_model_becomes_the_copy_at_the_next_task() -> None:
+    """A checkpoint is loaded before any network exists (the suites call `load_state_dict(state)`); the copy is
+    rebuilt in the model's shape at the next `begin_task`, with the saved weights, not the model's."""
+    lin = torch.nn.Linear(4, 5)
+    saved = core.LwF(core.LwfFields(strength=1.0))
+    saved.end_task(lin)
+    state = saved.state_dict()
+    restored = core.LwF(core.LwfFields(strength=1.0))
+    restored.load_state_dict(state)
+    assert restored.old is None and restored.pending is not None
+    other = torch.nn.Linear(4, 5)  # the resumed run's network, its weights not yet the copy's
+    restored.begin_task(other)
+    assert restored.old is not None and restored.pending is None
+    assert torch.equal(restored.old.weight, lin.weight) and not torch.equal(restored.old.weight, other.weight)
+    restored.begin_task(other)  # later tasks leave the copy alone
+    assert torch.equal(restored.old.weight, lin.weight)
+
+
 NAV4_FIELDS: dict[str, dict[str, Any]] = {
     "nav4.ewc-online": {"lambda": 10.0, "fisherBatches": 2},
     "nav4.si": {"strength": 0.1},

@@ -277,13 +277,10 @@ class CrlLwF(_Library):
 
     def __post_init__(self) -> None:
         self.algo = core.LwF(core.LwfFields(strength=self.params.strength))
-        self.pending: dict[str, Any] | None = None
         self.kl: list[float] = []
 
     def begin_task(self, sac: Sac, task: CrlTask) -> None:
-        if self.pending is not None:  # restored from a checkpoint: the copy is rebuilt in the actor's shape
-            self.algo.load_state_dict(self.pending, sac.actor)
-            self.pending = None
+        self.algo.begin_task(sac.actor)  # a checkpoint's copy is rebuilt in the actor's shape
 
     def end_task(self, sac: Sac, task: CrlTask) -> None:
         self.algo.end_task(sac.actor)
@@ -315,7 +312,7 @@ class CrlLwF(_Library):
         return {**self.algo.state_dict(), "kl": list(self.kl)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.pending = state if state.get("old") is not None else None
+        self.algo.load_state_dict(state)
         self.kl = list(state.get("kl", []))
 
 

@@ -329,6 +329,13 @@ class LwF:
     def __init__(self, params: LwfFields) -> None:
         self.params = params
         self.old: nn.Module | None = None
+        self.pending: dict[str, Any] | None = None
+        """A checkpoint's copy, rebuilt in the model's shape at the next `begin_task` (loading has no model)."""
+
+    def begin_task(self, model: nn.Module) -> None:
+        if self.pending is not None:
+            self.load_state_dict(self.pending, model)
+            self.pending = None
 
     def end_task(self, model: nn.Module) -> None:
         import copy
@@ -359,11 +366,16 @@ class LwF:
         return {"old": None if self.old is None else {k: v.clone() for k, v in self.old.state_dict().items()}}
 
     def load_state_dict(self, state: dict[str, Any], model: nn.Module | None = None) -> None:
-        """Restore the copy into a model shaped like the one it was taken from (`model`)."""
-        if state.get("old") is not None and model is not None:
-            self.end_task(model)
-            assert self.old is not None
-            self.old.load_state_dict(state["old"])
+        """Restore the copy into a model shaped like the one it was taken from (`model`; without it, at the next
+        `begin_task`)."""
+        if state.get("old") is None:
+            return
+        if model is None:
+            self.pending = state
+            return
+        self.end_task(model)
+        assert self.old is not None
+        self.old.load_state_dict(state["old"])
 
 
 def agem_project(g: torch.Tensor, g_ref: torch.Tensor) -> tuple[torch.Tensor, bool]:

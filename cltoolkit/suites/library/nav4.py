@@ -223,12 +223,9 @@ class Nav4LwF(Nav4Method[Nav4LwfParams]):
 
     def __post_init__(self) -> None:
         self.algo = core.LwF(self.params)
-        self.pending: dict[str, Any] | None = None
 
     def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
-        if self.pending is not None:  # restored from a checkpoint: the copy is rebuilt in this network's shape
-            self.algo.load_state_dict(self.pending, learner.net)
-            self.pending = None
+        self.algo.begin_task(learner.net)  # a checkpoint's copy is rebuilt in this network's shape
 
     def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
         self.algo.end_task(learner.net)
@@ -248,4 +245,4 @@ class Nav4LwF(Nav4Method[Nav4LwfParams]):
         return self.algo.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.pending = state if state.get("old") is not None else None
+        self.algo.load_state_dict(state)
