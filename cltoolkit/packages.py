@@ -4,12 +4,12 @@ At freezing, `resolve` asks pip's resolver, in dry-run mode with a JSON report, 
 everything they depend on (as if nothing were installed), and `lock_text` writes what it chose as one line per
 distribution, `name==version --hash=sha256:<hex>`, sorted: `registry/locks/<id>.packages.txt`, whose SHA-256 the lock
 records. A distribution pip cannot name a SHA-256 for (a local folder, a VCS checkout) is refused: the file must say
-which bytes run. `build` makes a virtual environment from that file alone (`pip install --no-deps
---require-hashes`), under the user's cache keyed by the file's digest, layered on the toolkit's environment: a
-`.pth` file puts the toolkit's source (the code the lock pins is the code that runs) and then the toolkit
-environment's site folders on its path, after its own, so the stack's distributions (mujoco 3.3.0, say) shadow the
-toolkit's versions of the same names and everything else (pydantic, scipy) is the toolkit's. A marker file names the
-digest, which `current` reads back in a worker.
+which bytes run. `build` makes a virtual environment from that file alone (`pip install --no-deps --require-hashes`),
+under the user's cache keyed by the file's digest and the toolkit checkout, layered on the toolkit's environment: a
+`.pth` file puts the toolkit's source (the code the lock pins is the code that runs) and then the toolkit environment's
+site folders on its path, after its own, so the stack's distributions (mujoco 3.3.0, say) shadow the toolkit's versions
+of the same names and everything else (pydantic, scipy) is the toolkit's. A marker file names the digest, which
+`current` reads back in a worker.
 
 pip reads its indexes from the user's configuration; `pip_args` adds options (the tests pass `--no-index
 --find-links <a local wheel store>`, so they stay on this machine). Light: subprocess and json only.
@@ -121,10 +121,16 @@ def file_digest(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def environment_dir(digest: str) -> Path:
-    """Where the environment of a package file lives: `$CLT_ENV_CACHE` or `~/.cache/clt/envs`, then the digest."""
+def environment_dir(digest: str, layer: Sequence[str] = ()) -> Path:
+    """Where the environment of a package file lives: `$CLT_ENV_CACHE` or `~/.cache/clt/envs`, then the digest and,
+    when it is layered on a toolkit, a digest of that layer (the toolkit's source folder and site folders): two
+    checkouts of the toolkit (a worktree that runs a frozen protocol beside the one being edited) never share an
+    environment whose `.pth` file points at the other's code."""
     root = Path(os.environ.get("CLT_ENV_CACHE") or Path.home() / ".cache" / "clt" / "envs")
-    return root / digest.removeprefix("sha256:")[:32]
+    name = digest.removeprefix("sha256:")[:32]
+    if layer:
+        name += "-" + hashlib.sha256("".join(f"{p}\n" for p in layer).encode()).hexdigest()[:12]
+    return root / name
 
 
 def interpreter(env: Path) -> Path:
@@ -136,8 +142,12 @@ def build(package_file: Path, toolkit_root: Path, pip_args: Sequence[str] = ()) 
     distributions, checked against their hashes, then `toolkit_root` (the folder holding `cltoolkit/`) and this
     interpreter's site folders on its path. Built in a temporary folder and moved into place, so a failed build leaves
     nothing behind."""
+    import sysconfig
+
     digest = file_digest(package_file)
-    target = environment_dir(digest)
+    toolkit_site = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    below = [str(toolkit_root.resolve()), *toolkit_site]
+    target = environment_dir(digest, below)
     if (target / MARKER).is_file() and (target / MARKER).read_text().strip() == digest:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -157,10 +167,6 @@ def build(package_file: Path, toolkit_root: Path, pip_args: Sequence[str] = ()) 
             text=True,
             check=True,
         ).stdout.strip()
-        import sysconfig
-
-        toolkit_site = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
-        below = [str(toolkit_root.resolve()), *toolkit_site]
         Path(site, "clt-toolkit.pth").write_text("".join(f"{p}\n" for p in below))
         (staging / MARKER).write_text(digest + "\n")
         if (target / MARKER).is_file() and (target / MARKER).read_text().strip() == digest:

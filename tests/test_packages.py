@@ -65,6 +65,25 @@ def test_runs_execute_in_the_built_environment_and_record_it(stack: Project, cli
     assert done.exit_code != 0 and "not in the environment of the lock's package file" in done.output
 
 
+def test_two_toolkit_checkouts_never_share_an_environment(stack: Project, cli, tmp_path: Path) -> None:
+    """The environment's `.pth` names the toolkit's source: a worktree running a frozen protocol must not reuse the
+    environment another checkout built, whose `.pth` would run that checkout's code."""
+    from cltoolkit.packages import build, pip_options
+
+    assert cli("protocol", "freeze", "toy-v1").exit_code == 0
+    package_file = stack.locks_dir / "toy-v1.packages.txt"
+    roots = [tmp_path / "checkout-a", tmp_path / "checkout-b"]
+    envs = []
+    for root in roots:
+        root.mkdir()
+        envs.append(build(package_file, root, pip_options()))
+    assert envs[0] != envs[1]
+    for env, root in zip(envs, roots, strict=True):
+        (pth,) = env.glob("lib/python*/site-packages/clt-toolkit.pth")
+        assert pth.read_text().splitlines()[0] == str(root.resolve())
+    assert build(package_file, roots[0], pip_options()) == envs[0]  # built once per checkout, then reused
+
+
 def test_a_worker_outside_the_required_environment_fails_its_run_in_one_line(tmp_path: Path) -> None:
     from cltoolkit.run.worker import execute_job
 
