@@ -7,7 +7,9 @@ machine stopped) starts again from its last task boundary and gives the same rec
 The file (`checkpoint.pt` in the run's folder) holds data only: tensors, numbers, strings, lists and dicts (numpy
 arrays as tensors), loaded with `torch.load(weights_only=True)`; beside it a MAC under the machine's secret
 (`cltoolkit._io.local_mac`) and the run's identity, so a checkpoint planted, copied, or of another run is never
-resumed (the run starts from the beginning). Removed once the run's output is written.
+resumed (the run starts from the beginning, and its log says why). The identity (`identity`) covers the protocol's
+content without its `status` and `results`, which are edited outside the hash while runs go on (a note, a report).
+Removed once the run's output is written.
 """
 
 from __future__ import annotations
@@ -21,10 +23,30 @@ import torch
 
 from cltoolkit._io import atomic_write_bytes, atomic_write_text, local_mac, read_regular_bytes
 
-__all__ = ["clear", "load", "save"]
+__all__ = ["clear", "identity", "load", "not_resumed", "save"]
 
 FILE = "checkpoint.pt"
 MAC = "checkpoint.mac"
+
+
+def identity(protocol: Any, *parts: Any) -> str:
+    """What a checkpoint must match to be resumed: the protocol's content (its pydantic model, without `status` and
+    `results`) and the run's own parts (method, hyperparameters, seed, order or sample policy)."""
+    import hashlib
+    import json
+
+    content = protocol.model_dump(mode="json", exclude={"status", "results"})
+    return hashlib.sha256(json.dumps([content, *parts], sort_keys=True).encode()).hexdigest()
+
+
+def not_resumed(workdir: Path) -> str | None:
+    """The log line for a run that found a checkpoint in its folder and did not resume it (None: there was none)."""
+    if not (workdir / FILE).is_file():
+        return None
+    return (
+        "a checkpoint in this run's folder was not resumed: it is another run's (other protocol content, method, "
+        "hyperparameters or seed), unreadable, or not this machine's; the run starts from its first task"
+    )
 
 
 def _tensors(value: Any) -> Any:

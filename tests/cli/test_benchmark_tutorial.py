@@ -17,11 +17,11 @@ pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
 
-def _block() -> str:
-    section = (REPO / "README.md").read_text().split("## Your own benchmark\n", 1)[1]
-    found = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert found, "README's benchmark section has no command block"
-    return found.group(1)
+def _blocks() -> list[str]:
+    section = (REPO / "README.md").read_text().split("## Your own benchmark\n", 1)[1].split("\n## ", 1)[0]
+    found: list[str] = re.findall(r"```bash\n(.*?)```", section, re.S)
+    assert len(found) == 2, "README's benchmark section should have its two command blocks"
+    return found
 
 
 @pytest.mark.walkthrough
@@ -29,7 +29,8 @@ def test_a_declared_stream_runs_from_init_to_a_checked_report(
     wheel_env: dict[str, str],  # noqa: F811 - the fixture imported above
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "benchmark.sh").write_text(_block())
+    continuous, discrete = _blocks()
+    (tmp_path / "benchmark.sh").write_text(continuous + "\n" + discrete)  # the second runs in the first's project
     done = subprocess.run(
         ["bash", "-e", "benchmark.sh"], cwd=tmp_path, env=wheel_env, capture_output=True, text=True, timeout=900
     )
@@ -49,3 +50,8 @@ def test_a_declared_stream_runs_from_init_to_a_checked_report(
     ft = doc["results"]["summaries"]["forwardTransfer"]
     assert ft["referenceRuns"] == 2 and set(ft) >= {"finetuning", "memory"}
     assert "Forward transfer (CW's normalized form" in report
+    grid = json.loads((project / "protocols" / "gridbench-v1.json").read_text())
+    assert grid["status"]["stage"] == "reported" and grid["learner"]["algorithm"] == "sac-discrete"
+    records = [json.loads(p.read_text()) for p in (project / "runs" / "gridbench-v1").glob("*/record.json")]
+    assert len(records) == 4 and all(r["status"]["state"] == "completed" for r in records)
+    assert all(r["budget"]["replaySamples"] > 0 for r in records if r["spec"]["comparison"] == "memory")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +30,12 @@ from cltoolkit.suites.crl.methods import (
 )
 from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
 from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
-from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Sac, SacConfig, TwinCritic, target_entropy
+from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Actor, DiscreteActor, Sac, SacConfig, TwinCritic, target_entropy
+
+
+def _gaussian(sac: Sac) -> Actor:
+    assert isinstance(sac.actor, Actor)
+    return sac.actor
 
 
 def _one_critic(critic: TwinCritic, k: int, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
@@ -292,7 +298,7 @@ def test_the_l2_pull_starts_after_the_first_task() -> None:
     assert isinstance(first, torch.nn.Linear)
     with torch.no_grad():
         first.weight.add_(0.1)
-        sac.actor.mu.weight.add_(5.0)  # a head: not shared, not pulled
+        _gaussian(sac).mu.weight.add_(5.0)  # a head: not shared, not pulled
     penalty = method.extra_loss(sac, {}, task)
     assert penalty is not None
     assert float(penalty.detach()) == pytest.approx(10.0 * 0.01 * first.weight.numel(), rel=1e-4)
@@ -471,12 +477,176 @@ def test_lwf_distils_the_previous_actor_under_the_earlier_heads_on_the_updates_o
     term = method.extra_loss(sac, batch, CrlTask("b", 1, 10))
     assert term is not None and float(term.detach()) == pytest.approx(0.0, abs=1e-7)
     with torch.no_grad():
-        sac.actor.mu.bias[1:] += 1.0  # the heads of tasks 1 and 2 move; task 0's head is untouched
+        _gaussian(sac).mu.bias[1:] += 1.0  # the heads of tasks 1 and 2 move; task 0's head is untouched
     assert float(method.extra_loss(sac, batch, CrlTask("b", 1, 10)).detach()) == pytest.approx(0.0, abs=1e-7)
     with torch.no_grad():
-        sac.actor.mu.bias[0] += 0.5  # task 0's head moves by 0.5 in its mean
+        _gaussian(sac).mu.bias[0] += 0.5  # task 0's head moves by 0.5 in its mean
     term = method.extra_loss(sac, batch, CrlTask("b", 1, 10))
     assert term is not None
     _, log_std = sac.actor.distribution(batch["obs"], torch.zeros(16, dtype=torch.long))
     expected = 2.0 * (0.25 / (2 * (2 * log_std).exp())).sum(1).mean()  # KL of a shifted mean, the same std
     assert float(term.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+
+
+def _discrete_protocol(**learner: Any) -> CrlProtocol:
+    """Two CartPole tasks (discrete actions) with the discrete learner."""
+    doc = _protocol().model_dump(mode="json", exclude_none=True)
+    success = {"returnAtLeast": 30.0}
+    doc["stream"]["tasks"] = [
+        {"id": "left", "env": "CartPole-v1", "success": success},
+        {"id": "right", "env": "CartPole-v1", "success": success},
+    ]
+    doc["learner"] = {**doc["learner"], "algorithm": "sac-discrete", **learner}
+    return CrlProtocol.model_validate(doc)
+
+
+def test_the_discrete_actor_samples_indices_with_their_log_probabilities_per_head() -> None:
+    torch.manual_seed(0)
+    config = SacConfig(obs_dim=3, act_dim=4, heads=2, hidden=(8,), discrete=True)
+    actor = DiscreteActor(config)
+    obs, head = torch.randn(6, 3), torch.tensor([0, 1, 0, 1, 0, 1])
+    action, logp = actor(obs, head)
+    assert action.shape == (6, 1) and action.dtype == torch.float32
+    logits = actor.logits(actor.trunk(obs)).view(6, 2, 4)[torch.arange(6), head]
+    expected = F.log_softmax(logits, 1).gather(1, action.long()).squeeze(1)
+    assert torch.allclose(logp, expected)
+    greedy, _ = actor(obs, head, deterministic=True)
+    assert torch.equal(greedy.long().squeeze(1), logits.argmax(1))
+
+
+def test_discrete_sac_values_a_state_by_the_policys_exact_expectation() -> None:
+    """Christodoulou's targets: r + gamma (1 - done) sum_a pi(a|s') (min Q'(s', a) - alpha log pi(a|s')), the
+    actor's loss sum_a pi(a|s) (alpha log pi(a|s) - min Q(s, a)), the target entropy 0.98 log(actions)."""
+    torch.manual_seed(1)
+    sac = Sac(SacConfig(obs_dim=3, act_dim=3, heads=1, hidden=(8,), discrete=True))
+    assert sac.target_entropy == pytest.approx(0.98 * math.log(3))
+    batch = {**_batch(5, 3, 1), "actions": torch.tensor([[0.0], [2.0], [1.0], [1.0], [0.0]])}
+    losses = sac.losses(batch)
+    alpha = sac.log_alpha.detach().exp()[0]
+    actor = sac.actor
+    assert isinstance(actor, DiscreteActor)
+    with torch.no_grad():
+        pi_next = actor.distribution(batch["next_obs"], batch["head"])
+        q_next = sac.target.all(batch["next_obs"], batch["head"]).min(0).values
+        backup = batch["rewards"] + 0.99 * (1 - batch["done"]) * (pi_next.exp() * (q_next - alpha * pi_next)).sum(1)
+        q = sac.critic.all(batch["obs"], batch["head"])[:, torch.arange(5), batch["actions"][:, 0].long()]
+        logp = actor.distribution(batch["obs"], batch["head"])
+        q_min = sac.critic.all(batch["obs"], batch["head"]).min(0).values
+        policy = (logp.exp() * (alpha * logp - q_min)).sum(1).mean()
+    assert float(losses["value"].detach()) == pytest.approx(float(0.5 * ((backup - q) ** 2).mean(1).sum()), rel=1e-5)
+    assert float(losses["policy"].detach()) == pytest.approx(float(policy), rel=1e-5)
+
+
+def test_discrete_sac_learns_a_different_action_per_head() -> None:
+    torch.manual_seed(3)
+    sac = Sac(SacConfig(obs_dim=3, act_dim=3, heads=2, hidden=(32, 32), discrete=True, target_entropy_scale=0.2))
+    for _ in range(300):  # a contextual bandit: head 0 pays for action 0, head 1 for action 2
+        head = torch.randint(0, 2, (64,))
+        actions = torch.randint(0, 3, (64, 1)).float()
+        rewards = (actions[:, 0] == head.float() * 2).float()
+        obs = _observation(head)
+        sac.update({"obs": obs, "next_obs": obs, "actions": actions, "rewards": rewards, "done": torch.ones(64),
+                    "head": head})  # fmt: skip
+    assert [int(sac.act(_observation(torch.tensor([h])), h, deterministic=True)) for h in (0, 1)] == [0, 2]
+
+
+def test_the_policy_kl_is_the_categorical_kl_for_discrete_actors() -> None:
+    from cltoolkit.suites.crl.sac import make_actor, policy_kl
+
+    torch.manual_seed(2)
+    config = SacConfig(obs_dim=3, act_dim=4, hidden=(8,), discrete=True)
+    old, new = make_actor(config), make_actor(config)
+    assert isinstance(old, DiscreteActor) and isinstance(new, DiscreteActor)
+    obs, head = torch.randn(7, 3), torch.zeros(7, dtype=torch.long)
+    p, q = old.distribution(obs, head).exp(), new.distribution(obs, head).exp()
+    expected = (p * (p.log() - q.log())).sum(1).mean()
+    kl = policy_kl(old, new, obs, head)
+    assert float(kl.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    kl.backward()
+    assert all(p.grad is None for p in old.parameters()) and new.logits.weight.grad is not None
+    assert float(policy_kl(old, old, obs, head).detach()) == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("cls", "params"),
+    [(CrlFinetuning, {}), (CrlMAS, {"lambda": 1.0, "importanceBatches": 2}),
+     (CrlReplayCloning, {"memoryPerTask": 60, "cloningSamples": 16, "cloningCoef": 1.0}),
+     (CrlAGEM, {"memoryPerTask": 60, "referenceSamples": 16}), (CrlLwF, {"strength": 1.0}), (PerfectMemory, {})],
+)  # fmt: skip
+def test_the_same_methods_run_a_discrete_action_stream_with_their_samples_counted(
+    cls: type[CrlMethod[Any]], params: dict[str, Any]
+) -> None:
+    out = run_stream(_discrete_protocol(), _method(cls, **params), seed=0)
+    budget = out["budget"]
+    assert budget["environmentSteps"] == 400 and budget["gradientUpdates"] == 300
+    assert budget["samples"]["other"] == 0
+    if cls in (CrlReplayCloning, CrlAGEM):
+        assert budget["replaySamples"] == 150 * 16  # drawn from the suite's episodic memory, counted
+    if cls is CrlReplayCloning:
+        assert out["metrics"]["methodDiagnostics"]["meanCloningKl"] > 0
+    assert len(out["metrics"]["evaluations"]["success"]) == 4
+
+
+def test_a_learner_that_does_not_fit_the_streams_actions_is_refused_in_one_line() -> None:
+    with pytest.raises(CheckFailed, match=r"'sac' needs Box actions, CartPole-v1 has Discrete\(2\) \(discrete actions: "
+                       r"learner.algorithm 'sac-discrete'\)"):  # fmt: skip
+        run_stream(_discrete_protocol(algorithm="sac"), _method(CrlFinetuning), seed=0)
+    with pytest.raises(CheckFailed, match=r"'sac-discrete' needs Discrete actions 0..n-1 \(n >= 2\), Pendulum-v1"):
+        run_stream(_protocol().model_copy(update={"learner": _discrete_protocol().learner}), _method(CrlFinetuning), 0)
+
+
+@pytest.mark.e2e
+def test_a_checkpoint_survives_a_status_edit_and_another_runs_is_named_in_the_log(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The status (a note) and the results are edited outside the hash while runs go on: a checkpoint is resumed
+    across such an edit; one of other content is not, and the run's log says so."""
+    from cltoolkit.protocol.models import Status
+    from cltoolkit.suites import checkpoint
+
+    whole = run_stream(_protocol(), _method(CrlFinetuning), seed=0)
+    marker = tmp_path / "stopped"
+
+    class Once(CrlFinetuning):
+        def end_task(self, sac: Any, task: CrlTask) -> None:
+            if task.index == 1 and not marker.exists():
+                marker.write_text("")
+                raise _Stopped("stopped")
+
+    for name, protocol, resumes in (
+        ("noted", _protocol().model_copy(update={"status": Status.model_validate_json(json.dumps({"stage": "frozen",
+                                   "updatedOn": "2026-12-04", "note": "edited while the run went on"}))}), True),
+        ("other", _protocol(maxEpisodeSteps=40), False),
+    ):  # fmt: skip
+        marker.unlink(missing_ok=True)
+        cut = tmp_path / name
+        cut.mkdir()
+        with pytest.raises(_Stopped):
+            run_stream(_protocol(), _method(Once), seed=0, workdir=cut)
+        assert (cut / checkpoint.FILE).exists()
+        capsys.readouterr()
+        again = run_stream(protocol, _method(Once), seed=0, workdir=cut)
+        log = capsys.readouterr().out
+        if resumes:
+            assert "resumed from the checkpoint after task 1" in log and again == whole
+        else:
+            assert "a checkpoint in this run's folder was not resumed" in log and "resumed from" not in log
+
+
+def test_a_minigrid_stream_runs_through_its_declared_wrappers() -> None:
+    pytest.importorskip("minigrid")
+    doc = _discrete_protocol().model_dump(mode="json", exclude_none=True)
+    wrappers = ["minigrid.wrappers:ImgObsWrapper", "gymnasium.wrappers:FlattenObservation"]
+    doc["stream"]["tasks"] = [
+        {"id": t, "env": f"minigrid:{env}", "wrappers": wrappers, "success": {"returnAtLeast": 0.1}}
+        for t, env in (("empty", "MiniGrid-Empty-5x5-v0"), ("doorkey", "MiniGrid-DoorKey-5x5-v0"))
+    ]
+    out = run_stream(CrlProtocol.model_validate(doc), _method(CrlFinetuning), seed=0)
+    assert out["budget"]["environmentSteps"] == 400
+    assert out["budget"]["parameters"] > 147 * 16  # the flattened 7 x 7 x 3 view reaches the trunk
+    doc["stream"]["tasks"][1]["wrappers"] = ["gymnasium.wrappers:NoSuchWrapper"]
+    with pytest.raises(CheckFailed, match=r"stream task 'doorkey': wrappers/0 'gymnasium.wrappers:NoSuchWrapper'"):
+        run_stream(CrlProtocol.model_validate(doc), _method(CrlFinetuning), seed=0)
+    doc["stream"]["tasks"][1]["wrappers"] = ["not a wrapper"]
+    with pytest.raises(ValueError, match="wrappers.0"):
+        CrlProtocol.model_validate(doc)

@@ -167,35 +167,60 @@ class Episodic:
 
 
 def _make(task: StreamTask, max_steps: int) -> Any:
+    import importlib
+
     import gymnasium as gym
 
     try:
         kwargs: dict[str, Any] = dict(task.kwargs)
-        return gym.make(task.env, max_episode_steps=max_steps, **kwargs)
+        env = gym.make(task.env, max_episode_steps=max_steps, **kwargs)
     except Exception as exc:  # an unknown id or bad kwargs: the task's own words
         raise CheckFailed(f"stream task {task.id!r}: gymnasium.make({task.env!r}) failed: {exc}") from exc
+    for i, name in enumerate(task.wrappers):
+        module, _, attr = name.partition(":")
+        try:
+            env = getattr(importlib.import_module(module), attr)(env)
+        except Exception as exc:  # not importable, not a wrapper, or refusing this environment
+            env.close()
+            raise CheckFailed(f"stream task {task.id!r}: wrappers/{i} {name!r} failed: {exc}") from exc
+    return env
 
 
-def _spaces(envs: list[Any], tasks: list[StreamTask]) -> tuple[int, int]:
-    """The common observation and action widths; every task must have the same (one network serves the stream)."""
+def _spaces(envs: list[Any], tasks: list[StreamTask], discrete: bool = False) -> tuple[int, int]:
+    """The common observation width and action width (or number of discrete actions); every task must have the same
+    (one network serves the stream)."""
     from gymnasium import spaces
 
     shapes = set()
     for env, task in zip(envs, tasks, strict=True):
-        if not isinstance(env.action_space, spaces.Box) or not isinstance(env.observation_space, spaces.Box):
+        act, obs = env.action_space, env.observation_space
+        if not isinstance(obs, spaces.Box):
+            raise CheckFailed(f"stream task {task.id!r}: the crl learners need Box observations, {task.env} has {obs}")
+        if discrete and isinstance(act, spaces.Discrete) and act.start == 0 and act.n >= 2:
+            shapes.add((int(np.prod(obs.shape)), int(act.n)))
+        elif not discrete and isinstance(act, spaces.Box):
+            shapes.add((int(np.prod(obs.shape)), int(np.prod(act.shape))))
+        else:
+            needs = "Discrete actions 0..n-1 (n >= 2)" if discrete else "Box actions"
+            hint = ""
+            if isinstance(act, spaces.Discrete) and not discrete:
+                hint = " (discrete actions: learner.algorithm 'sac-discrete')"
+            elif isinstance(act, spaces.Box) and discrete:
+                hint = " (continuous actions: learner.algorithm 'sac')"
+            learner = "sac-discrete" if discrete else "sac"
             raise CheckFailed(
-                f"stream task {task.id!r}: SAC needs Box observations and actions, {task.env} has "
-                f"{type(env.observation_space).__name__} / {type(env.action_space).__name__}"
+                f"stream task {task.id!r}: learner.algorithm {learner!r} needs {needs}, {task.env} has {act}{hint}"
             )
-        shapes.add((int(np.prod(env.observation_space.shape)), int(np.prod(env.action_space.shape))))
     if len(shapes) != 1:
         raise CheckFailed(f"the stream's tasks differ in (observation, action) width: {sorted(shapes)}")
     obs_dim, act_dim = shapes.pop()
     return obs_dim, act_dim
 
 
-def _to_env(action: np.ndarray, space: Any) -> np.ndarray:
-    """SAC's action in [-1, 1] onto the environment's box."""
+def _to_env(action: np.ndarray, space: Any) -> Any:
+    """SAC's action in [-1, 1] onto the environment's box; a discrete action's index as an int."""
+    if not hasattr(space, "low"):
+        return int(action[0])
     low, high = space.low.astype(np.float64), space.high.astype(np.float64)
     mapped: np.ndarray = (low + (action.astype(np.float64) + 1.0) * 0.5 * (high - low)).astype(space.dtype)
     return mapped
@@ -264,7 +289,8 @@ def run_stream(
     train_envs = [_make(t, stream.maxEpisodeSteps) for t in tasks]
     eval_envs = [_make(t, stream.maxEpisodeSteps) for t in tasks]
     try:
-        obs_dim, act_dim = _spaces(train_envs, tasks)
+        discrete = learner.algorithm == "sac-discrete"
+        obs_dim, act_dim = _spaces(train_envs, tasks, discrete)
         heads = len(tasks) if learner.heads == "per-task" else 1
         config = SacConfig(
             obs_dim,
@@ -276,10 +302,12 @@ def run_stream(
             polyak=learner.polyak,
             target_output_std=learner.targetOutputStd,
             alphas=heads,
+            discrete=discrete,
+            target_entropy_scale=learner.targetEntropyScale,
         )
         sac = Sac(config)
         capacity = min(learner.bufferSize, stream.stepsPerTask * (len(tasks) if method.keep_buffer else 1))
-        buffer = Buffer(capacity, obs_dim, act_dim, method.selection, rng)
+        buffer = Buffer(capacity, obs_dim, config.action_width, method.selection, rng)
         batch_size = getattr(method.params, "batchSize", None) or learner.batchSize
         ledger = CrlLedger()
         counter = SampleCounter(sac.actor, also=[sac.critic], on_bookkeeping=lambda n: _book(ledger, n))
@@ -294,7 +322,7 @@ def run_stream(
         episodic = Episodic(method.episodic_per_task(), ledger, rng) if method.episodic_per_task() else None
         if episodic is not None:
             episodic.counter = counter
-        identity = _identity(protocol, method, seed, unaccounted)
+        identity = checkpoint.identity(protocol, method.name, dict(method.hyperparameters), seed, unaccounted)
         keeps = method.regime != "single-task" and (method.keep_buffer or not learner.resetBufferOnTaskChange)
         first = 0
         saved = checkpoint.load(workdir, identity) if workdir is not None else None
@@ -302,6 +330,8 @@ def run_stream(
             first = _Resumable(sac, buffer, episodic, rng, ledger, method, keeps).restore(saved)
             success, active = saved["success"], saved["active"]
             print(f"resumed from the checkpoint after task {first} (of {len(tasks)})", flush=True)  # the run's log
+        elif workdir is not None and (why := checkpoint.not_resumed(workdir)) is not None:
+            print(why, flush=True)
         for index, spec in enumerate(tasks):
             if index < first:
                 continue
@@ -325,7 +355,9 @@ def run_stream(
             env.action_space.seed(int(rng.integers(2**31)))  # unused by the suite's own sampling; kept: it moves rng
             updates = 0
             for t in range(stream.stepsPerTask):
-                if t < learner.startSteps:
+                if t < learner.startSteps and discrete:
+                    action = np.array([rng.integers(act_dim)], np.float32)
+                elif t < learner.startSteps:
                     action = rng.uniform(-1.0, 1.0, size=act_dim).astype(np.float32)
                 else:
                     action = sac.act(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1), head)[0].numpy()
@@ -405,16 +437,6 @@ def run_stream(
             },
         },
     }
-
-
-def _identity(protocol: CrlProtocol, method: CrlMethod[Any], seed: int, unaccounted: str) -> str:
-    """What a checkpoint must match to be resumed: the protocol's content, the method and its hyperparameters, the
-    seed and the sample policy."""
-    import hashlib
-    import json
-
-    what = [protocol.model_dump(mode="json"), method.name, dict(method.hyperparameters), seed, unaccounted]
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass

@@ -39,7 +39,7 @@ def shared(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
     trunks (and their output layer where single-headed)."""
     heads = sac.config.heads > 1
     for name, p in sac.actor.named_parameters():
-        if not (heads and name.split(".")[0] in ("mu", "log_std")):
+        if not (heads and name.split(".")[0] in ("mu", "log_std", "logits")):
             yield f"actor.{name}", p
     last = len(sac.critic.weights) - 1
     for name, p in sac.critic.named_parameters():
@@ -209,7 +209,7 @@ class CrlMAS(_FromLastBatches):
         import torch
 
         def outputs(b: dict[str, torch.Tensor]) -> torch.Tensor:
-            action = sac.actor(b["obs"], b["head"], deterministic=True)[0]
+            action = sac.actor.output(b["obs"], b["head"])
             return torch.cat([action, sac.critic(b["obs"], b["actions"], b["head"]).T], dim=1)
 
         return outputs
@@ -266,11 +266,12 @@ class CrlLwfParams(Strict):
 
 class CrlLwF(_Library):
     """Learning without Forgetting (Li & Hoiem 2016) for SAC's actor: at each task's end the library's LwF keeps a
-    frozen copy of the actor; on every later update, `strength` times the KL divergence from the copy's Gaussian
-    (before the tanh) to the actor's, on the update's own observations, under each earlier task's head (averaged
-    over them; the one head of a single-head actor). No memory: the current task's observations stand in for the
-    earlier tasks' (the contrast with the cloning candidate, which draws them from the suite's episodic memory). The
-    copy's passes carry no gradient; the actor's are on the update's own batch (counted as the task's data)."""
+    frozen copy of the actor; on every later update, `strength` times the KL divergence from the copy's policy (the
+    Gaussian before the tanh, or the categorical) to the actor's, on the update's own observations, under each
+    earlier task's head (averaged over them; the one head of a single-head actor). No memory: the current task's
+    observations stand in for the earlier tasks' (the contrast with the cloning candidate, which draws them from the
+    suite's episodic memory). The copy's passes carry no gradient; the actor's are on the update's own batch
+    (counted as the task's data)."""
 
     Params = CrlLwfParams
     summary = "SAC with LwF: the previous actor's policies distilled on the current task's observations (library)"
@@ -288,6 +289,8 @@ class CrlLwF(_Library):
     def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         import torch
 
+        from cltoolkit.suites.crl.sac import policy_kl
+
         old = self.algo.old
         if old is None:
             return None
@@ -296,10 +299,7 @@ class CrlLwF(_Library):
         kls = []
         for k in heads:
             head = torch.full((len(obs),), k, dtype=torch.long)
-            with torch.no_grad():
-                mu_old, log_std_old = old.distribution(obs, head)
-            mu, log_std = sac.actor.distribution(obs, head)
-            kls.append(gaussian_kl(mu_old, log_std_old, mu, log_std))
+            kls.append(policy_kl(old, sac.actor, obs, head))
         kl = torch.stack(kls).mean()
         self.kl.append(float(kl.detach()))
         term: torch.Tensor = self.params.strength * kl
@@ -316,16 +316,6 @@ class CrlLwF(_Library):
         self.kl = list(state.get("kl", []))
 
 
-def gaussian_kl(
-    mu_old: torch.Tensor, log_std_old: torch.Tensor, mu: torch.Tensor, log_std: torch.Tensor
-) -> torch.Tensor:
-    """KL(N(mu_old, std_old) || N(mu, std)) of diagonal Gaussians, summed over the action's dimensions and averaged
-    over the rows."""
-    var, var_old = (2 * log_std).exp(), (2 * log_std_old).exp()
-    kl: torch.Tensor = (log_std - log_std_old + (var_old + (mu_old - mu) ** 2) / (2 * var) - 0.5).sum(1).mean()
-    return kl
-
-
 class CloningParams(Strict):
     """Behaviour cloning of earlier tasks' policies on the suite's episodic memory."""
 
@@ -338,11 +328,12 @@ class CloningParams(Strict):
 
 
 class CrlReplayCloning(CrlMethod[CloningParams]):
-    """Replay with behaviour cloning, nav4's candidate idea on this suite (the closest published relative:
-    ClonEx-SAC, Wolczyk et al. 2022): at each task's end the method keeps a frozen copy of the actor; on every later
-    update it draws `cloningSamples` transitions from the suite's episodic memory (earlier tasks only, counted as
-    replay) and adds `cloningCoef` times the mean KL divergence from the copy's Gaussian (before the tanh) to the
-    actor's, each row on its own task's head. The actor alone is cloned; the critics learn the current task."""
+    """Replay with behaviour cloning, nav4's candidate idea on this suite (the closest published relative: ClonEx-SAC,
+    Wolczyk et al. 2022): at each task's end the method keeps a frozen copy of the actor; on every later update it
+    draws `cloningSamples` transitions from the suite's episodic memory (earlier tasks only, counted as replay) and
+    adds `cloningCoef` times the mean KL divergence from the copy's policy (the Gaussian before the tanh, or the
+    categorical of discrete actions) to the actor's, each row on its own task's head. The actor alone is cloned; the
+    critics learn the current task."""
 
     Params = CloningParams
     summary = "SAC with behaviour cloning of earlier tasks' policies on the suite's episodic memory"
@@ -367,10 +358,10 @@ class CrlReplayCloning(CrlMethod[CloningParams]):
     def _copy(self, sac: Sac, weights: Mapping[str, Any]) -> None:
         import torch
 
-        from cltoolkit.suites.crl.sac import Actor
+        from cltoolkit.suites.crl.sac import make_actor
 
         with torch.random.fork_rng(devices=[]):  # its throwaway initialisation draws nothing from the run's stream
-            old = Actor(sac.config)  # a fresh module: the suite's counting hooks stay on the suite's actor
+            old = make_actor(sac.config)  # a fresh module: the suite's counting hooks stay on the suite's actor
         old.load_state_dict(weights)
         self.old = old.requires_grad_(False)
 
@@ -381,15 +372,12 @@ class CrlReplayCloning(CrlMethod[CloningParams]):
         self.pending, self.kl = state["old"], list(state["kl"])
 
     def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
-        import torch
+        from cltoolkit.suites.crl.sac import policy_kl
 
         if task.memory is None or self.old is None:
             return None
         drawn = task.memory.draw(self.params.cloningSamples)
-        with torch.no_grad():
-            mu_old, log_std_old = self.old.distribution(drawn["obs"], drawn["head"])  # type: ignore[operator]
-        mu, log_std = sac.actor.distribution(drawn["obs"], drawn["head"])
-        kl = gaussian_kl(mu_old, log_std_old, mu, log_std)
+        kl = policy_kl(self.old, sac.actor, drawn["obs"], drawn["head"])
         self.kl.append(float(kl.detach()))
         term: torch.Tensor = self.params.cloningCoef * kl
         return term

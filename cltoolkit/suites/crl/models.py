@@ -37,9 +37,17 @@ class StreamTask(Strict):
     id: Slug
     """The task's id in the records and the report."""
     env: str = Field(min_length=1, max_length=200)
-    """A Gymnasium id (`gymnasium.make(env, **kwargs)`); continuous (Box) actions for SAC."""
+    """A Gymnasium id (`gymnasium.make(env, **kwargs)`): Box observations; Box actions for `sac`, Discrete for
+    `sac-discrete`."""
     kwargs: dict[str, Scalar] = Field(default_factory=dict)
     """Keyword arguments of `gymnasium.make` (physics such as Pendulum's `g`, a Meta-World task name)."""
+    wrappers: Annotated[
+        list[Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", max_length=200)]],
+        Field(max_length=8),
+    ] = Field(default_factory=list)
+    """Gymnasium wrappers applied in order after `make`, each a `module:attribute` called with the environment
+    (e.g. `minigrid.wrappers:ImgObsWrapper` then `gymnasium.wrappers:FlattenObservation`: a MiniGrid task as Box
+    observations)."""
     success: Success
     """What an evaluation episode must do to count."""
 
@@ -65,8 +73,9 @@ class Stream(Strict):
 class CrlLearner(Strict):
     """SAC as Continual World trains it (`cltoolkit.suites.crl.sac`); each default is CW's."""
 
-    algorithm: Literal["sac"] = "sac"
-    """The learner; discrete-action streams (PPO) are not built yet."""
+    algorithm: Literal["sac", "sac-discrete"] = "sac"
+    """`sac`: continuous (Box) actions, CW's learner; `sac-discrete`: discrete actions, soft actor-critic for discrete
+    action settings (Christodoulou 2019) on the same networks, buffer, schedule and methods."""
     hidden: Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1, max_length=8)] = Field(
         default_factory=lambda: [256, 256, 256, 256]
     )
@@ -78,7 +87,9 @@ class CrlLearner(Strict):
     gamma: float = Field(default=0.99, ge=0, le=1)
     polyak: float = Field(default=0.995, ge=0, le=1)
     targetOutputStd: float | None = Field(default=0.089, gt=0, le=10)
-    """The per-dimension action std the entropy coefficient aims at (None: target entropy -act_dim)."""
+    """`sac`: the per-dimension action std the entropy coefficient aims at (None: target entropy -act_dim)."""
+    targetEntropyScale: float = Field(default=0.98, gt=0, le=1)
+    """`sac-discrete`: the target entropy as a fraction of the maximum, log(actions) (Christodoulou 2019: 0.98)."""
     bufferSize: int = Field(default=1_000_000, ge=1, le=10**8)
     """Replay capacity (FIFO) in transitions."""
     resetBufferOnTaskChange: bool = True

@@ -15,6 +15,14 @@
   method's extra term joins the actor's and the critics' losses (CW's `get_auxiliary_loss`). One Adam (eps 1e-7, Keras'
   default) over all of them; then Polyak averaging of the target critics (0.995).
 
+Discrete actions (`discrete=True`, the protocol's `sac-discrete`): soft actor-critic for discrete action settings
+(Christodoulou 2019), on the same trunks, heads, optimiser and targets: the actor's heads give the logits of a
+categorical policy over the `act_dim` actions; each critic maps an observation to one Q value per action (the taken
+action's is read off); the soft value of a state is the policy's expectation, sum_a pi(a|s) (min Q(s, a) -
+alpha log pi(a|s)), computed exactly over the actions instead of from a sample; the actor's loss is sum_a pi(a|s)
+(alpha log pi(a|s) - min Q(s, a)); the target entropy is `target_entropy_scale` times the maximum, log act_dim (the
+paper's 0.98). An action travels as its index in a one-wide float column, so buffers and batches keep one layout.
+
 Differences from CW, declared: Keras' Adam counts one step per `apply_gradients` call, three per update (actor,
 critics, alpha), so its bias correction runs three times as fast; here one Adam step per update (the two agree once
 the correction has decayed, within the first few thousand updates). The twin critics are computed as one batched
@@ -32,7 +40,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["Actor", "Sac", "SacConfig", "TwinCritic", "target_entropy"]
+__all__ = ["Actor", "DiscreteActor", "Sac", "SacConfig", "TwinCritic", "policy_kl", "target_entropy"]
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 LEAKY_SLOPE = 0.2
@@ -58,6 +66,15 @@ class SacConfig:
     """Clip each of the three gradients to this global norm (CW's `--clipnorm`, PackNet's runs)."""
     alphas: int = field(default=0)
     """Entropy coefficients, one per task (0: as many as actor heads)."""
+    discrete: bool = False
+    """A categorical policy over `act_dim` actions (SAC for discrete actions) instead of a squashed Gaussian."""
+    target_entropy_scale: float = 0.98
+    """Discrete actions: the target entropy as a fraction of the maximum, log act_dim (Christodoulou 2019: 0.98)."""
+
+    @property
+    def action_width(self) -> int:
+        """Columns an action takes in a batch: its dimensions, or one (the index) for a discrete action."""
+        return 1 if self.discrete else self.act_dim
 
 
 def target_entropy(act_dim: int, target_output_std: float | None) -> float:
@@ -97,6 +114,14 @@ class Trunk(nn.Module):
         return x
 
 
+def _pick(out: torch.Tensor, head: torch.Tensor, heads: int, width: int) -> torch.Tensor:
+    """Each row's `width` outputs from the head the row names (all of them where there is one head)."""
+    if heads == 1:
+        return out
+    out = out.view(out.shape[0], heads, width)
+    return out[torch.arange(out.shape[0], device=out.device), head]
+
+
 class Actor(nn.Module):
     """Tanh-squashed Gaussian policy with one (mu, log_std) head per task."""
 
@@ -109,10 +134,7 @@ class Actor(nn.Module):
         self.log_std = _linear(config.hidden[-1], width)
 
     def _head(self, out: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
-        if self.config.heads == 1:
-            return out
-        out = out.view(out.shape[0], self.config.heads, self.config.act_dim)
-        return out[torch.arange(out.shape[0], device=out.device), head]
+        return _pick(out, head, self.config.heads, self.config.act_dim)
 
     def distribution(self, obs: torch.Tensor, head: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The Gaussian before the tanh: (mu, log_std) for each row, from the head each row names."""
@@ -130,6 +152,60 @@ class Actor(nn.Module):
         logp = logp - (2 * (math.log(2) - pre - F.softplus(-2 * pre))).sum(1)
         return torch.tanh(pre) * self.config.action_bound, logp
 
+    def output(self, obs: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """The policy's differentiable output per row (MAS's importance): the mean action."""
+        mu, _ = self.distribution(obs, head)
+        return torch.tanh(mu) * self.config.action_bound
+
+
+class DiscreteActor(nn.Module):
+    """Categorical policy over `act_dim` actions with one logits head per task."""
+
+    def __init__(self, config: SacConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.trunk = Trunk(config.obs_dim, config.hidden)
+        self.logits = _linear(config.hidden[-1], config.act_dim * config.heads)
+
+    def distribution(self, obs: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """Normalised log-probabilities of every action for each row, from the head each row names."""
+        out = _pick(self.logits(self.trunk(obs)), head, self.config.heads, self.config.act_dim)
+        return F.log_softmax(out, dim=1)
+
+    def forward(
+        self, obs: torch.Tensor, head: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action index as a one-wide float column, log pi(action | obs)) for each row."""
+        logp = self.distribution(obs, head)
+        if deterministic:
+            index = logp.argmax(1)
+        else:
+            index = torch.multinomial(logp.exp(), 1).squeeze(1)
+        return index.to(logp.dtype).unsqueeze(1), logp.gather(1, index.unsqueeze(1)).squeeze(1)
+
+    def output(self, obs: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """The policy's differentiable output per row (MAS's importance): the action probabilities."""
+        return self.distribution(obs, head).exp()
+
+
+def policy_kl(old: nn.Module, new: nn.Module, obs: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+    """KL(old policy || new policy) per row, averaged over the rows, with gradients to `new` only: of the Gaussians
+    before the tanh (summed over the action's dimensions), or of the categorical policies."""
+    with torch.no_grad():
+        before = old.distribution(obs, head)  # type: ignore[operator]
+    after = new.distribution(obs, head)  # type: ignore[operator]
+    if isinstance(before, torch.Tensor):
+        kl: torch.Tensor = (before.exp() * (before - after)).sum(1).mean()
+        return kl
+    (mu_old, log_std_old), (mu, log_std) = before, after
+    var, var_old = (2 * log_std).exp(), (2 * log_std_old).exp()
+    kl = (log_std - log_std_old + (var_old + (mu_old - mu) ** 2) / (2 * var) - 0.5).sum(1).mean()
+    return kl
+
+
+def make_actor(config: SacConfig) -> Actor | DiscreteActor:
+    return DiscreteActor(config) if config.discrete else Actor(config)
+
 
 class TwinCritic(nn.Module):
     """The two critics as one batched pair: weights of shape (2, fan_in, fan_out), each critic's arithmetic that of
@@ -138,7 +214,10 @@ class TwinCritic(nn.Module):
     def __init__(self, config: SacConfig) -> None:
         super().__init__()
         self.config = config
-        sizes = (config.obs_dim + config.act_dim, *config.hidden, config.critic_heads)
+        fan_in = config.obs_dim + (0 if config.discrete else config.act_dim)
+        self.outputs = config.act_dim if config.discrete else 1
+        """Values per critic head: one per action (discrete), or Q of the given action."""
+        sizes = (fan_in, *config.hidden, config.critic_heads * self.outputs)
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         for a, b in itertools.pairwise(sizes):
@@ -149,9 +228,22 @@ class TwinCritic(nn.Module):
         self.norm_weight = nn.Parameter(torch.ones(2, 1, config.hidden[0]))
         self.norm_bias = nn.Parameter(torch.zeros(2, 1, config.hidden[0]))
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
-        """Both critics' Q for each row: shape (2, rows)."""
-        x = torch.cat([obs, act], dim=1).expand(2, -1, -1)
+    def forward(self, obs: torch.Tensor, act: torch.Tensor | None, head: torch.Tensor) -> torch.Tensor:
+        """Both critics' Q of each row's action: shape (2, rows). Discrete actions without `act`: every action's Q,
+        shape (2, rows, actions)."""
+        if self.config.discrete:
+            q_all = self._forward(obs, head)
+            return q_all if act is None else q_all.gather(2, act.long().expand(2, -1, -1)).squeeze(2)
+        assert act is not None
+        return self._forward(torch.cat([obs, act], dim=1), head)
+
+    def all(self, obs: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """Discrete actions: both critics' Q of every action for each row, shape (2, rows, actions)."""
+        q_all: torch.Tensor = self(obs, None, head)
+        return q_all
+
+    def _forward(self, x: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        x = x.expand(2, -1, -1)
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             x = torch.baddbmm(b, x, w)
@@ -159,6 +251,11 @@ class TwinCritic(nn.Module):
                 x = torch.tanh(F.layer_norm(x, x.shape[-1:], eps=1e-3) * self.norm_weight + self.norm_bias)
             elif i < last:
                 x = F.leaky_relu(x, LEAKY_SLOPE)
+        if self.config.discrete:
+            if self.config.critic_heads == 1:
+                return x
+            x = x.view(2, x.shape[1], self.config.critic_heads, self.outputs)
+            return x[:, torch.arange(x.shape[1], device=x.device), head]
         if self.config.critic_heads == 1:
             return x[..., 0]
         return x[:, torch.arange(x.shape[1], device=x.device), head]
@@ -169,13 +266,17 @@ class Sac:
 
     def __init__(self, config: SacConfig) -> None:
         self.config = config
-        self.actor = Actor(config)
+        self.actor = make_actor(config)
         self.critic = TwinCritic(config)
         self.target = TwinCritic(config)
         self.target.load_state_dict(self.critic.state_dict())
         self.target.requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.ones(config.alphas or config.heads))
-        self.target_entropy = target_entropy(config.act_dim, config.target_output_std)
+        self.target_entropy = (
+            config.target_entropy_scale * math.log(config.act_dim)
+            if config.discrete
+            else target_entropy(config.act_dim, config.target_output_std)
+        )
         self.optimizer = self.new_optimizer()
 
     def new_optimizer(self) -> torch.optim.Adam:
@@ -197,6 +298,8 @@ class Sac:
         obs, head = batch["obs"], batch["head"]
         log_alpha = self.log_alpha[head]
         alpha = log_alpha.detach().exp()
+        if self.config.discrete:
+            return self._discrete_losses(batch, log_alpha, alpha, extra)
         with torch.no_grad():
             next_action, next_logp = self.actor(batch["next_obs"], head)
             target_q = self.target(batch["next_obs"], next_action, head).min(0).values
@@ -216,6 +319,41 @@ class Sac:
             out["extra"] = extra
         out["total"] = total
         out["logp"] = logp.detach().mean()
+        return out
+
+    def _discrete_losses(
+        self,
+        batch: Mapping[str, torch.Tensor],
+        log_alpha: torch.Tensor,
+        alpha: torch.Tensor,
+        extra: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        """SAC for discrete actions: the same three terms with the policy's expectation taken over the actions."""
+        obs, head = batch["obs"], batch["head"]
+        actor = self.actor
+        assert isinstance(actor, DiscreteActor)
+        with torch.no_grad():
+            next_logp = actor.distribution(batch["next_obs"], head)
+            next_q = self.target.all(batch["next_obs"], head).min(0).values
+            soft = (next_logp.exp() * (next_q - alpha.unsqueeze(1) * next_logp)).sum(1)
+            backup = batch["rewards"] + self.config.gamma * (1 - batch["done"]) * soft
+        q = self.critic(obs, batch["actions"], head)
+        logp = actor.distribution(obs, head)
+        probs = logp.exp()
+        q_all = torch.func.functional_call(
+            self.critic, {k: v.detach() for k, v in self.critic.named_parameters()}, (obs, None, head)
+        )
+        value = 0.5 * ((backup - q) ** 2).mean(1).sum()
+        policy = (probs * (alpha.unsqueeze(1) * logp - q_all.min(0).values)).sum(1).mean()
+        neg_entropy = (probs * logp).sum(1)
+        entropy = -(log_alpha * (neg_entropy.detach() + self.target_entropy)).mean()
+        total = value + policy + entropy
+        out = {"value": value, "policy": policy, "entropy": entropy}
+        if extra is not None:
+            total = total + extra
+            out["extra"] = extra
+        out["total"] = total
+        out["logp"] = neg_entropy.detach().mean()
         return out
 
     def clip(self) -> None:

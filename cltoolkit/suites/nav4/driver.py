@@ -41,16 +41,6 @@ def _memory_summary(memory: Any, tasks: list[str]) -> dict[str, Any] | None:
     }
 
 
-def _identity(protocol: Nav4Protocol, method: Nav4Method[Any], seed: int, order: str | None) -> str:
-    """What a checkpoint must match to be resumed: the protocol's content, the method and its hyperparameters, the
-    seed and the order."""
-    import hashlib
-    import json
-
-    what = [protocol.model_dump(mode="json"), method.name, dict(method.hyperparameters), seed, order]
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
-
-
 def run(
     protocol: Nav4Protocol, method: Nav4Method[Any], seed: int, order: str | None, workdir: Path, device: str = "cpu"
 ) -> dict[str, Any]:
@@ -116,8 +106,10 @@ def run(
 
         learner = Learner(params, canvas, seed, ledger, method, device, limits)
         matrix: list[list[float]] = []
-        identity = _identity(protocol, method, seed, order)
+        identity = checkpoint.identity(protocol, method.name, dict(method.hyperparameters), seed, order)
         saved = checkpoint.load(workdir, identity)
+        if saved is None and (why := checkpoint.not_resumed(workdir)) is not None:
+            _log(why)
         if saved is not None:  # an interrupted run: resume after its last finished phase
             learner.load_state_dict(saved["learner"])
             method.load_state_dict(saved["method"])
@@ -158,8 +150,10 @@ def run(
 
         row = []
         models = []
-        identity = _identity(protocol, method, seed, order)
+        identity = checkpoint.identity(protocol, method.name, dict(method.hyperparameters), seed, order)
         saved = checkpoint.load(workdir, identity)
+        if saved is None and (why := checkpoint.not_resumed(workdir)) is not None:
+            _log(why)
         if saved is not None:  # an interrupted run: the finished specialists' rows and counts, not their networks
             method.load_state_dict(saved["method"])
             rng.bit_generator.state = saved["rng"]
