@@ -269,7 +269,9 @@ def test_a_cw10_pilot_runs_on_both_nodes_in_the_protocols_environment_built_ther
     assert {r["provenance"]["environment"] for r in records} == {digest}
     assert len({r["provenance"]["node"]["rayNodeId"] for r in records}) == 2  # one run on each node
     monkeypatch.setenv("HOME", cluster.env["HOME"])
-    assert (environment_dir(digest) / "clt-environment").is_file()  # built in the cluster's cache, not this machine's
+    unlayered = environment_dir(digest)  # the cache's folder for this package file, then the toolkit it is layered on
+    built = list(unlayered.parent.glob(unlayered.name + "-*/clt-environment"))
+    assert len(built) == 1, built  # built once, in the cluster's cache (not this machine's), for this checkout
     assert all(isinstance(r["metrics"]["crl.performance-v1"], float) for r in records)
 
 
