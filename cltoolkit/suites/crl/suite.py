@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cltoolkit import components
 from cltoolkit.components import NUMBER, NUMBER_MAP, Analysis, Suite, ValueKind
-from cltoolkit.errors import Problem
+from cltoolkit.errors import Problem, UnknownNameError
 from cltoolkit.suites.crl.api import CrlMethod
 from cltoolkit.suites.crl.metrics import Performance
 from cltoolkit.suites.crl.models import CrlProtocol
@@ -40,7 +40,10 @@ class CrlSuite(Suite[CrlProtocol]):
     def check(self, protocol: CrlProtocol) -> Iterator[Problem]:
         regs = self.project_regs()
         for i, comp in enumerate(protocol.comparisons):
-            method = regs.method.get(comp.method) if comp.method in regs.method else None
+            try:
+                method: object = regs.method.get(comp.method)
+            except UnknownNameError:  # named by the registered-component checks, not twice here
+                method = None
             single = getattr(method, "regime", None) == "single-task"
             if single != (comp.role == "reference"):
                 yield Problem(
