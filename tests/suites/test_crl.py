@@ -648,5 +648,24 @@ def test_a_minigrid_stream_runs_through_its_declared_wrappers() -> None:
     with pytest.raises(CheckFailed, match=r"stream task 'doorkey': wrappers/0 'gymnasium.wrappers:NoSuchWrapper'"):
         run_stream(CrlProtocol.model_validate(doc), _method(CrlFinetuning), seed=0)
     doc["stream"]["tasks"][1]["wrappers"] = ["not a wrapper"]
-    with pytest.raises(ValueError, match="wrappers.0"):
+    with pytest.raises(ValueError, match=r"wrappers\.0"):
         CrlProtocol.model_validate(doc)
+
+
+@pytest.mark.slow
+def test_discrete_sac_learns_cartpole_from_its_random_start() -> None:
+    """About 70 s: with CW's trunk (64 x 64), CartPole's pole held to a return of 195 in most evaluation episodes
+    within 20,000 steps (a uniform policy returns about 20: success 0). Measured 2026-12-04: seed 0 peaks at 0.8 from
+    15,000 steps, seed 1 at 0.8 from 10,000 (SAC for discrete actions is known to oscillate after)."""
+    doc = _protocol().model_dump(mode="json", exclude_none=True)
+    doc["stream"] = {
+        "tasks": [{"id": "cartpole", "env": "CartPole-v1", "success": {"returnAtLeast": 195.0}}],
+        "stepsPerTask": 20_000,
+        "maxEpisodeSteps": 500,
+    }
+    doc["learner"] = {"algorithm": "sac-discrete", "hidden": [64, 64], "startSteps": 1000, "updateAfter": 1000,
+                      "updateEvery": 50, "batchSize": 128, "lr": 3e-4}  # fmt: skip
+    doc["evaluation"] = {"every": 2500, "episodes": 5, "last": 2}
+    out = run_stream(CrlProtocol.model_validate(doc), _method(CrlFinetuning), seed=0)
+    success = [row[0] for row in out["metrics"]["evaluations"]["success"]]
+    assert success[0] == 0.0 and max(success) >= 0.6, success
