@@ -295,11 +295,25 @@ class Sac:
     def losses(self, batch: Mapping[str, torch.Tensor], extra: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The update's losses on `batch` (obs, next_obs, actions, rewards, done, head): `total` carries every
         gradient (the critics', the actor's and alpha's, each only its own; see the module's docstring)."""
-        obs, head = batch["obs"], batch["head"]
-        log_alpha = self.log_alpha[head]
+        log_alpha = self.log_alpha[batch["head"]]
         alpha = log_alpha.detach().exp()
-        if self.config.discrete:
-            return self._discrete_losses(batch, log_alpha, alpha, extra)
+        terms = (self._categorical if self.config.discrete else self._gaussian)(batch, alpha)
+        value, policy, neg_entropy = terms
+        entropy = -(log_alpha * (neg_entropy.detach() + self.target_entropy)).mean()
+        total = value + policy + entropy
+        out = {"value": value, "policy": policy, "entropy": entropy}
+        if extra is not None:
+            total = total + extra  # one term: its actor part reaches the actor, its critic part the critics
+            out["extra"] = extra
+        out["total"] = total
+        out["logp"] = neg_entropy.detach().mean()
+        return out
+
+    def _gaussian(
+        self, batch: Mapping[str, torch.Tensor], alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critics' and the actor's losses, and log pi of the sampled actions (CW's)."""
+        obs, head = batch["obs"], batch["head"]
         with torch.no_grad():
             next_action, next_logp = self.actor(batch["next_obs"], head)
             target_q = self.target(batch["next_obs"], next_action, head).min(0).values
@@ -311,31 +325,21 @@ class Sac:
         )
         value = 0.5 * ((backup - q) ** 2).mean(1).sum()
         policy = (alpha * logp - q_pi.min(0).values).mean()
-        entropy = -(log_alpha * (logp.detach() + self.target_entropy)).mean()
-        total = value + policy + entropy
-        out = {"value": value, "policy": policy, "entropy": entropy}
-        if extra is not None:
-            total = total + extra  # one term: its actor part reaches the actor, its critic part the critics
-            out["extra"] = extra
-        out["total"] = total
-        out["logp"] = logp.detach().mean()
-        return out
+        return value, policy, logp
 
-    def _discrete_losses(
-        self,
-        batch: Mapping[str, torch.Tensor],
-        log_alpha: torch.Tensor,
-        alpha: torch.Tensor,
-        extra: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor]:
-        """SAC for discrete actions: the same three terms with the policy's expectation taken over the actions."""
+    def _categorical(
+        self, batch: Mapping[str, torch.Tensor], alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """SAC for discrete actions: the same terms with the policy's expectation taken exactly over the actions;
+        the third is sum_a pi(a|s) log pi(a|s) (minus the entropy)."""
         obs, head = batch["obs"], batch["head"]
         actor = self.actor
         assert isinstance(actor, DiscreteActor)
+        weight = alpha.unsqueeze(1)
         with torch.no_grad():
             next_logp = actor.distribution(batch["next_obs"], head)
             next_q = self.target.all(batch["next_obs"], head).min(0).values
-            soft = (next_logp.exp() * (next_q - alpha.unsqueeze(1) * next_logp)).sum(1)
+            soft = (next_logp.exp() * (next_q - weight * next_logp)).sum(1)
             backup = batch["rewards"] + self.config.gamma * (1 - batch["done"]) * soft
         q = self.critic(obs, batch["actions"], head)
         logp = actor.distribution(obs, head)
@@ -344,17 +348,8 @@ class Sac:
             self.critic, {k: v.detach() for k, v in self.critic.named_parameters()}, (obs, None, head)
         )
         value = 0.5 * ((backup - q) ** 2).mean(1).sum()
-        policy = (probs * (alpha.unsqueeze(1) * logp - q_all.min(0).values)).sum(1).mean()
-        neg_entropy = (probs * logp).sum(1)
-        entropy = -(log_alpha * (neg_entropy.detach() + self.target_entropy)).mean()
-        total = value + policy + entropy
-        out = {"value": value, "policy": policy, "entropy": entropy}
-        if extra is not None:
-            total = total + extra
-            out["extra"] = extra
-        out["total"] = total
-        out["logp"] = neg_entropy.detach().mean()
-        return out
+        policy = (probs * (weight * logp - q_all.min(0).values)).sum(1).mean()
+        return value, policy, (probs * logp).sum(1)
 
     def clip(self) -> None:
         """CW's `--clipnorm`: each of the three gradients clipped to the norm on its own."""
