@@ -23,6 +23,7 @@ from cltoolkit.suites.crl.methods import (
     CrlFinetuning,
     CrlLwF,
     CrlMAS,
+    CrlPackNet,
     CrlReplayCloning,
     CrlSI,
     PerfectMemory,
@@ -413,6 +414,56 @@ def test_replay_cloning_pulls_the_actor_towards_its_earlier_self_on_memory_count
     assert out["metrics"]["methodDiagnostics"]["meanCloningKl"] > 0  # then the actor moves on task two
 
 
+def test_packnet_keeps_each_tasks_weights_and_evaluates_each_task_without_later_tasks_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three tasks: after each of the first two, the suite zeroes the weights released to later tasks and runs the
+    retraining updates (counted); a finished task's weights, the biases and the LayerNorm never move again; every
+    evaluation of task k sees the weights of the tasks after k at 0."""
+    import cltoolkit.suites.crl.driver as driver
+
+    task = {"env": "Pendulum-v1", "success": {"returnAtLeast": -300.0}}
+    three = [{**task, "id": i, "kwargs": {"g": g}} for i, g in (("earth", 10.0), ("moon", 2.0), ("mars", 4.0))]
+    protocol = _protocol(tasks=three)
+    starts: list[dict[str, torch.Tensor]] = []
+
+    class Watched(CrlPackNet):
+        def begin_task(self, sac: Any, task: CrlTask) -> None:
+            super().begin_task(sac, task)
+            self.sac = sac
+            starts.append({n: p.detach().clone() for n, p in sac.actor.trunk.named_parameters()})
+
+    seen: list[bool] = []
+    method = _method(Watched, retrainUpdates=20)
+    evaluate = driver._success_rate
+
+    def checked(sac: Sac, env: Any, k: int, *rest: Any) -> float:
+        owner = method.algo.owner.get("actor.trunk.layers.0.weight")
+        if owner is not None:
+            weight = dict(sac.actor.named_parameters())["trunk.layers.0.weight"].detach()
+            seen.append(bool((weight[owner > k] == 0).all()) and bool((weight[owner <= k] != 0).any()))
+        return evaluate(sac, env, k, *rest)
+
+    monkeypatch.setattr(driver, "_success_rate", checked)
+    out = run_stream(protocol, method, seed=0)
+    assert seen and all(seen)
+    assert out["budget"]["gradientUpdates"] == 3 * 150 + 2 * 20
+    assert out["metrics"]["updatesPerTask"] == {"earth": 170, "moon": 170, "mars": 150}
+    assert out["metrics"]["masking"]["retrainUpdates"] == 40
+    owner = method.algo.owner["actor.trunk.layers.0.weight"]
+    assert {int(k) for k in owner.unique()} == {0, 1, 2}
+    assert bool((starts[1]["layers.0.weight"][owner >= 1] == 0).all())  # released by earth: moon's from zero
+    assert bool((starts[2]["layers.0.weight"][owner == 2] == 0).all())
+    shares = out["metrics"]["methodDiagnostics"]
+    assert shares["ownedShare0"] == pytest.approx(1 / 3, abs=0.05) and shares["ownedShare1"] > 0.25
+    # a finished task's weights, and the biases and LayerNorm from the first pruning on, never move again
+    end = {n: p.detach() for n, p in method.sac.actor.trunk.named_parameters()}
+    assert torch.equal(end["layers.0.weight"][owner == 0], starts[1]["layers.0.weight"][owner == 0])
+    assert torch.equal(end["layers.0.weight"][owner == 1], starts[2]["layers.0.weight"][owner == 1])
+    assert torch.equal(end["layers.0.bias"], starts[1]["layers.0.bias"])
+    assert torch.equal(end["norm.weight"], starts[1]["norm.weight"])
+
+
 class _Stopped(RuntimeError):
     pass
 
@@ -421,7 +472,7 @@ class _Stopped(RuntimeError):
 @pytest.mark.parametrize(
     ("cls", "params"),
     [(PerfectMemory, {}), (CrlReplayCloning, {"memoryPerTask": 50, "cloningSamples": 8, "cloningCoef": 1.0}),
-     (CrlSI, {"strength": 0.1}), (CrlLwF, {"strength": 1.0})],
+     (CrlSI, {"strength": 0.1}), (CrlLwF, {"strength": 1.0}), (CrlPackNet, {"retrainUpdates": 10})],
 )  # fmt: skip
 def test_an_interrupted_stream_resumes_from_its_last_task_boundary_with_the_same_record(
     tmp_path: Any, cls: type[CrlMethod[Any]], params: dict[str, Any]

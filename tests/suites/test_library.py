@@ -267,3 +267,47 @@ def test_wmf_memory_capacity_binds(tmp_path: Path) -> None:
     method = make_method("wmf.er", {"capacity": 40, "replayShare": 0.25}, registries())
     with pytest.raises(BudgetViolation, match=r"^budget.memoryCapacity: the method asked for a memory of 40 windows"):
         _wmf_run(tmp_path, method, budget={"memoryCapacity": 10})
+
+
+def test_packnet_releases_each_remaining_task_an_equal_share_of_the_smallest_weights() -> None:
+    """Four tasks: task 0 keeps a quarter of its weights (the largest), releases three quarters to task 1, which
+    keeps a third of those, and so on; owners of finished tasks never change."""
+    w = torch.nn.Parameter(torch.arange(1.0, 25.0).reshape(4, 6) * torch.tensor([1.0, -1.0] * 12).reshape(4, 6))
+    b = torch.nn.Parameter(torch.zeros(4))
+    named = lambda: [("w", w), ("b", b)]  # noqa: E731
+    pack = core.PackNet(core.PackNetFields(), tasks=4)
+    owners = pack.prune(named, 0)
+    assert set(owners) == {"w"}  # weight matrices only; a bias has no owner
+    released = owners["w"] == 1
+    assert int(released.sum()) == 19  # CW's threshold: the share-th smallest and all below it, 18 + 1
+    assert bool((w.detach().abs()[released] <= 19).all()) and bool((w.detach().abs()[~released] > 19).all())
+    with torch.no_grad():  # the suite zeroes what was released; task 1 trains it
+        w[released] = torch.linspace(0.5, 9.5, 19)
+    owners = pack.prune(named, 1)
+    assert int((owners["w"] == 0).sum()) == 5  # task 0's five weights stay task 0's
+    assert int((owners["w"] == 1).sum()) == 19 - int((owners["w"] == 2).sum())
+    assert int((owners["w"] == 2).sum()) == 13  # two thirds of 19 (12), and the threshold's weight
+
+
+def test_packnet_passes_gradients_only_to_the_tasks_own_weights_and_freezes_biases_after_its_first_pruning() -> None:
+    w = torch.nn.Parameter(torch.randn(3, 4))
+    b = torch.nn.Parameter(torch.randn(3))
+    named = lambda: [("w", w), ("b", b)]  # noqa: E731
+    pack = core.PackNet(core.PackNetFields(), tasks=2)
+
+    def grads(index: int) -> tuple[Any, Any]:
+        w.grad, b.grad = None, None
+        ((w.sum(1) + b) ** 2).sum().backward()
+        pack.mask_gradients(named, index)
+        return w.grad.clone(), b.grad.clone()
+
+    gw, gb = grads(0)
+    assert bool((gw != 0).all()) and bool((gb != 0).all())  # task 0 owns everything, the bias still trains
+    owners = pack.prune(named, 0)
+    gw, gb = grads(1)
+    assert bool((gw[owners["w"] == 0] == 0).all()) and bool((gw[owners["w"] == 1] != 0).all())
+    assert bool((gb == 0).all())
+    state = pack.state_dict()
+    again = core.PackNet(core.PackNetFields(), tasks=2)
+    again.load_state_dict(state)
+    assert again.frozen and torch.equal(again.owner["w"], owners["w"])

@@ -7,6 +7,11 @@ update and every evaluation; the method owns what it adds to learning, through t
   CW's `get_auxiliary_loss`); None adds nothing;
 - `after_backward(sac, step)` / `after_step(sac, step)`: gradients before the step (projections), parameters after it;
   called only where the method defines them, and checked as nav4's and wmf's are;
+- `ownership(sac, task)` / `retrain_updates()`: a masking method (PackNet) declares, after a task's last step and
+  before its last evaluation (every task but the last), which task owns each weight it manages; the suite sets the
+  weights released to later tasks to 0 and evaluates each task with its later tasks' weights at 0
+  (`cltoolkit.suites.masks`); then the suite runs `retrain_updates()` more updates on the task's buffer, with a fresh
+  optimiser before and after, counted as the task's updates (PackNet's retraining of the weights the task kept);
 - `keep_buffer`: the suite keeps its replay buffer across task changes (CW's perfect memory, `reservoir` selection);
   every transition drawn from an earlier task is counted as replay;
 - `diagnostics()` for the record; `state_dict` / `load_state_dict`, checkpointed at every task boundary (an
@@ -57,6 +62,8 @@ class CrlTask:
     """Environment steps of the task."""
     memory: EpisodicMemory | None = None
     """The suite's episodic memory of the earlier tasks, where the method asked for one."""
+    total: int = 1
+    """Tasks in the stream."""
 
 
 @dataclass
@@ -100,6 +107,19 @@ class CrlMethod(Method, Generic[ParamsT]):
 
     def end_task(self, sac: Sac, task: CrlTask) -> None:
         """A task is over."""
+
+    def ownership(self, sac: Sac, task: CrlTask) -> Mapping[str, torch.Tensor] | None:
+        """After the task's last step and before its last evaluation (every task but the last): the owner (a task's
+        index) of every entry of the parameters the method masks, keyed `actor.<name>` / `critic.<name>`, as integer
+        tensors of the parameters' shapes; the weights of finished tasks keep their owners. The suite sets every
+        weight owned by a later task to 0 and evaluates task k with the weights of tasks after k at 0. None (the
+        default): the method masks nothing."""
+        return None
+
+    def retrain_updates(self) -> int:
+        """Updates the suite runs on the task's own buffer after `ownership` (every task but the last), with a fresh
+        optimiser before and after; counted as the task's gradient updates."""
+        return 0
 
     def diagnostics(self) -> dict[str, float | None]:
         """Extra numbers for the record."""

@@ -14,6 +14,12 @@ Guards, as in nav4 and wmf (`cltoolkit.suites.guards`): a non-finite loss term o
 is counted by origin (the update's batch; transitions of earlier tasks in it are replay; anything else is charged as
 `budget.unaccountedSamples` declares).
 
+A masking method (PackNet): after a task's last step and before its last evaluation (every task but the last), the
+method's `ownership` says which task owns each weight it manages; the suite sets the weights released to later tasks
+to 0, runs the method's `retrain_updates()` on the task's buffer with a fresh optimiser before and after (counted as
+the task's updates; CW's `PackNet_SAC.on_task_end`), and evaluates every task k with the weights of tasks after k at 0
+(`cltoolkit.suites.masks`).
+
 Checkpoints (`cltoolkit.suites.checkpoint`), given the run's folder: after every task but the last, the driver saves
 what the rest of the run depends on (SAC's networks, targets, entropy coefficients and optimiser; the replay buffer;
 the episodic memory; torch's and the driver's generators; the ledger; the evaluations so far; the method's
@@ -25,6 +31,7 @@ Imports torch and gymnasium: only a worker loads this module.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -40,6 +47,7 @@ from cltoolkit.suites.crl.metrics import cw_metrics
 from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
 from cltoolkit.suites.crl.sac import Sac, SacConfig
 from cltoolkit.suites.guards import SampleCounter, check_finite, first_non_finite_grad, overrides, unchanged
+from cltoolkit.suites.masks import Named, Ownership
 from cltoolkit.suites.step import Step
 
 __all__ = ["Buffer", "CrlLedger", "run_stream"]
@@ -56,6 +64,10 @@ class CrlLedger:
     replaySamples: int = 0
     otherSamples: int = 0
     bookkeepingPasses: int = 0
+    retrainUpdates: int = 0
+    """Of `gradientUpdates`, those a method asked for after a task's steps (`retrain_updates`)."""
+    releasedWeights: int = 0
+    """Weights a masking method released to later tasks (set to 0 by the suite)."""
     perTask: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
@@ -234,28 +246,44 @@ def _success(task: StreamTask, infos: list[dict[str, Any]], total: float) -> boo
 
 
 def _evaluate(
-    sac: Sac, envs: list[Any], protocol: CrlProtocol, seed: int, round_: int, ledger: CrlLedger
+    sac: Sac,
+    envs: list[Any],
+    protocol: CrlProtocol,
+    seed: int,
+    round_: int,
+    ledger: CrlLedger,
+    owners: Ownership | None = None,
+    tagged: Named | None = None,
 ) -> list[float]:
-    """Every task's success rate over the evaluation's episodes."""
+    """Every task's success rate over the evaluation's episodes (task k with the weights of later tasks at 0, where a
+    masking method declared owners)."""
     rates = []
-    ev = protocol.evaluation
-    for k, (env, task) in enumerate(zip(envs, protocol.stream.tasks, strict=True)):
-        wins = 0
-        for e in range(ev.episodes):
-            episode_seed = int(np.random.SeedSequence([seed + ev.seedOffset, round_, k, e]).generate_state(1)[0] >> 1)
-            obs, info = env.reset(seed=episode_seed)
-            infos, total, done = [info], 0.0, False
-            while not done:
-                head = k if protocol.learner.heads == "per-task" else 0
-                action = sac.act(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1), head, ev.deterministic)
-                obs, reward, terminated, truncated, info = env.step(_to_env(action[0].numpy(), env.action_space))
-                infos.append(info)
-                total += float(reward)
-                ledger.evaluationSteps += 1
-                done = terminated or truncated
-            wins += _success(task, infos, total)
-        rates.append(wins / ev.episodes)
+    for k, env in enumerate(envs):
+        with owners.view(tagged, k) if owners is not None and tagged is not None else nullcontext():
+            rates.append(_success_rate(sac, env, k, protocol, seed, round_, ledger))
     return rates
+
+
+def _success_rate(
+    sac: Sac, env: Any, k: int, protocol: CrlProtocol, seed: int, round_: int, ledger: CrlLedger
+) -> float:
+    """Task `k`'s success rate over the evaluation's episodes."""
+    ev, task = protocol.evaluation, protocol.stream.tasks[k]
+    wins = 0
+    for e in range(ev.episodes):
+        episode_seed = int(np.random.SeedSequence([seed + ev.seedOffset, round_, k, e]).generate_state(1)[0] >> 1)
+        obs, info = env.reset(seed=episode_seed)
+        infos, total, done = [info], 0.0, False
+        while not done:
+            head = k if protocol.learner.heads == "per-task" else 0
+            action = sac.act(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1), head, ev.deterministic)
+            obs, reward, terminated, truncated, info = env.step(_to_env(action[0].numpy(), env.action_space))
+            infos.append(info)
+            total += float(reward)
+            ledger.evaluationSteps += 1
+            done = terminated or truncated
+        wins += _success(task, infos, total)
+    return wins / ev.episodes
 
 
 def _charge_other(ledger: CrlLedger, other: int, policy: str, task: str, update: int) -> None:
@@ -315,11 +343,20 @@ def run_stream(
         def named() -> list[tuple[str, torch.nn.Parameter]]:
             return [*sac.actor.named_parameters(), *sac.critic.named_parameters()]
 
+        def tagged() -> list[tuple[str, torch.nn.Parameter]]:  # the names `ownership` uses
+            return [
+                *((f"actor.{n}", p) for n, p in sac.actor.named_parameters()),
+                *((f"critic.{n}", p) for n, p in sac.critic.named_parameters()),
+            ]
+
         after_backward = overrides(method, CrlMethod, "after_backward")
         after_step = overrides(method, CrlMethod, "after_step")
         success: list[list[float]] = []
         active: list[int] = []
         episodic = Episodic(method.episodic_per_task(), ledger, rng) if method.episodic_per_task() else None
+        masking = method.regime != "single-task" and overrides(method, CrlMethod, "ownership")
+        owners = Ownership(len(tasks)) if masking else None
+        retrain = method.retrain_updates() if method.regime != "single-task" else 0
         if episodic is not None:
             episodic.counter = counter
         identity = checkpoint.identity(protocol, method.name, dict(method.hyperparameters), seed, unaccounted)
@@ -327,7 +364,7 @@ def run_stream(
         first = 0
         saved = checkpoint.load(workdir, identity) if workdir is not None else None
         if saved is not None:  # an interrupted run: resume after its last finished task
-            first = _Resumable(sac, buffer, episodic, rng, ledger, method, keeps).restore(saved)
+            first = _Resumable(sac, buffer, episodic, rng, ledger, method, keeps, owners).restore(saved)
             success, active = saved["success"], saved["active"]
             print(f"resumed from the checkpoint after task {first} (of {len(tasks)})", flush=True)  # the run's log
         elif workdir is not None and (why := checkpoint.not_resumed(workdir)) is not None:
@@ -336,7 +373,7 @@ def run_stream(
             if index < first:
                 continue
             memory = episodic if episodic is not None and len(episodic) else None
-            task = CrlTask(spec.id, index, stream.stepsPerTask, memory)
+            task = CrlTask(spec.id, index, stream.stepsPerTask, memory, total=len(tasks))
             head = index if heads > 1 else 0
             if index and method.regime == "single-task":  # a reference: every task learnt from scratch
                 counter.close()
@@ -384,8 +421,34 @@ def run_stream(
                             named,
                         )
                         updates += 1
+                if t + 1 == stream.stepsPerTask and index + 1 < len(tasks) and (masking or retrain):
+                    if owners is not None:
+                        declared = unchanged(
+                            named, "ownership", partial(method.ownership, sac, task), "the networks' weights"
+                        )
+                        if declared is not None:
+                            ledger.releasedWeights += owners.assign(tagged, declared, index)
+                    sac.optimizer = sac.new_optimizer()  # Adam's moments would move the weights just released
+                    for _ in range(retrain):
+                        _update(
+                            sac,
+                            method,
+                            buffer,
+                            batch_size,
+                            task,
+                            updates,
+                            counter,
+                            ledger,
+                            unaccounted,
+                            after_backward,
+                            after_step,
+                            named,
+                        )
+                        updates += 1
+                    ledger.retrainUpdates += retrain
+                    sac.optimizer = sac.new_optimizer()
                 if (t + 1) % ev.every == 0 or t + 1 == stream.stepsPerTask:
-                    rates = _evaluate(sac, eval_envs, protocol, seed, len(success), ledger)
+                    rates = _evaluate(sac, eval_envs, protocol, seed, len(success), ledger, owners, tagged)
                     success.append(rates)
                     active.append(index)
                     if on_evaluation is not None:
@@ -399,7 +462,7 @@ def run_stream(
                     raise NonFiniteValue(spec.id, updates, f"parameter {name}", "end of task")
             ledger.perTask[spec.id] = {"environmentSteps": stream.stepsPerTask, "gradientUpdates": updates}
             if workdir is not None and index + 1 < len(tasks):
-                state = _Resumable(sac, buffer, episodic, rng, ledger, method, keeps).state(index + 1)
+                state = _Resumable(sac, buffer, episodic, rng, ledger, method, keeps, owners).state(index + 1)
                 checkpoint.save(workdir, identity, {**state, "success": success, "active": active})
         counter.close()
         if workdir is not None:
@@ -420,6 +483,11 @@ def run_stream(
             "updatesPerTask": {t: v["gradientUpdates"] for t, v in ledger.perTask.items()},
             "episodicMemory": len(episodic) if episodic is not None else 0,
             "methodDiagnostics": method.diagnostics(),
+            **(
+                {"masking": {"retrainUpdates": ledger.retrainUpdates, "releasedWeights": ledger.releasedWeights}}
+                if masking or retrain
+                else {}
+            ),
         },
         "budget": {
             "environmentSteps": ledger.environmentSteps,
@@ -452,6 +520,7 @@ class _Resumable:
     keeps_buffer: bool
     """The next task starts with this buffer (kept across tasks): saved; otherwise it is cleared there, and a
     checkpoint of CW's 1,000,000-transition buffer would be 340 MB of nothing."""
+    owners: Ownership | None = None
 
     def state(self, next_task: int) -> dict[str, Any]:
         sac = self.sac
@@ -468,6 +537,7 @@ class _Resumable:
             "episodic": self.episodic.state_dict() if self.episodic is not None else None,
             "ledger": dict(vars(self.ledger)),
             "method": self.method.state_dict(),
+            **({"ownership": self.owners.state_dict()} if self.owners is not None else {}),
         }
 
     def restore(self, saved: dict[str, Any]) -> int:
@@ -485,6 +555,8 @@ class _Resumable:
             self.buffer.load_state_dict(saved["buffer"])
         if self.episodic is not None and saved["episodic"] is not None:
             self.episodic.load_state_dict(saved["episodic"])
+        if self.owners is not None and saved.get("ownership") is not None:
+            self.owners.load_state_dict(saved["ownership"])
         for key, value in saved["ledger"].items():
             setattr(self.ledger, key, value)
         self.method.load_state_dict(saved["method"])

@@ -27,6 +27,7 @@ __all__ = [
     "CrlEWC",
     "CrlFinetuning",
     "CrlMAS",
+    "CrlPackNet",
     "CrlReplayCloning",
     "CrlSI",
     "PerfectMemory",
@@ -314,6 +315,49 @@ class CrlLwF(_Library):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.algo.load_state_dict(state)
         self.kl = list(state.get("kl", []))
+
+
+class CrlPackNetParams(core.PackNetFields):
+    """PackNet's fields (CW's `--packnet_retrain_steps` is `retrainUpdates`: 100,000 at 1,000,000 steps per task in
+    the paper's runs)."""
+
+
+def packed(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
+    """What PackNet manages, as CW's `PackNet_SAC` does without `--regularize_critic` (its paper runs): the actor's
+    trunk where the actor has one head per task (the heads are each task's own), the whole actor where it has one;
+    never the critics. Named as the suite's `ownership` expects (`actor.<name>`)."""
+    heads = sac.config.heads > 1
+    for name, p in sac.actor.named_parameters():
+        if not (heads and name.split(".")[0] in ("mu", "log_std", "logits")):
+            yield f"actor.{name}", p
+
+
+class CrlPackNet(_Library):
+    """PackNet (the library's) on the actor, CW's `packnet`: during task t only the trunk weights t owns learn (the
+    biases and the LayerNorm only until the first pruning); after its last step t releases the smallest
+    (T - t - 1) / (T - t) of them to task t + 1 (`ownership`; the suite sets them to 0), and the suite runs
+    `retrainUpdates` updates on t's buffer for the weights t kept; each task is evaluated with the weights of later
+    tasks at 0. The critics learn freely (CW's PackNet runs did not regularise them)."""
+
+    Params = CrlPackNetParams
+    summary = "SAC with PackNet: iterative pruning, an equal share of the actor's trunk per task (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = core.PackNet(self.params, tasks=1)
+        self.index = 0
+
+    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+        self.algo.tasks, self.index = task.total, task.index
+
+    def after_backward(self, sac: Sac, step: Step) -> None:
+        self.algo.mask_gradients(lambda: packed(sac), self.index)
+
+    def ownership(self, sac: Sac, task: CrlTask) -> dict[str, torch.Tensor]:
+        owners: dict[str, torch.Tensor] = self.algo.prune(lambda: packed(sac), task.index)
+        return owners
+
+    def retrain_updates(self) -> int:
+        return int(self.params.retrainUpdates)
 
 
 class CloningParams(Strict):

@@ -20,6 +20,14 @@ suite's loss on a batch, and the step hooks (`cltoolkit.suites.step`). A suite's
 - `AGEM`: Chaudhry et al. 2019, "Efficient Lifelong Learning with A-GEM", ICLR: after backward, with g the
   gradient and g_ref the gradient of the loss on a batch drawn from memory, g <- g - (g . g_ref / g_ref . g_ref)
   g_ref when g . g_ref < 0, so the applied gradient never has a negative dot product with g_ref.
+- `PackNet`: Mallya & Lazebnik 2018, "PackNet: Adding Multiple Tasks to a Single Network by Iterative Pruning", CVPR,
+  as Continual World runs it (awarelab/continual_world@73f63bb, `continualworld/methods/packnet.py`): each weight of
+  every weight matrix has an owner, the task that trains it (task 0 at the start). At the end of task t (all but the
+  last of T), of the weights t owns, the share (T - t - 1) / (T - t) with the smallest magnitudes is released to task
+  t + 1 (every remaining task gets an equal share); the suite sets released weights to 0 (they train from 0) and
+  evaluates task k with the weights of every later task set to 0. During task t only the weights t owns receive
+  gradients; the other managed parameters (biases, normalisation) train until the first pruning and are frozen from
+  it on. The method returns the owners; setting weights to 0 and masking them at evaluation is the suite's.
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ __all__ = [
     "LwfFields",
     "MasFields",
     "OnlineEWC",
+    "PackNet",
+    "PackNetFields",
     "ReplayFields",
     "SiFields",
     "SynapticIntelligence",
@@ -125,6 +135,15 @@ class LwfFields(Strict):
     """Weight of the distillation term."""
     temperature: float = Field(default=2.0, gt=0, le=100)
     """Softening temperature of a policy's distilled logits (T^2 KL(softmax(old / T) || softmax(new / T)))."""
+
+
+class PackNetFields(Strict):
+    """PackNet's hyperparameters."""
+
+    retrainUpdates: int = Field(default=0, ge=0, le=10**9)
+    """Updates on the task's own data after each pruning, training only the weights the task kept (Mallya & Lazebnik's
+    post-pruning fine-tuning; CW's `--packnet_retrain_steps`: 100,000 at 1,000,000 steps per task in the paper's
+    runs). The suite runs and counts them."""
 
 
 def _values(named: Named) -> dict[str, torch.Tensor]:
@@ -433,3 +452,73 @@ class AGEM:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.projected, self.steps = int(state["projected"]), int(state["steps"])
+
+
+class PackNet:
+    """See the module docstring. State: the owner of every managed weight matrix's entries (integer tensors) and
+    whether the biases and normalisation are frozen (after the first pruning)."""
+
+    def __init__(self, params: PackNetFields, tasks: int) -> None:
+        self.params = params
+        self.tasks = tasks
+        self.owner: dict[str, torch.Tensor] = {}
+        self.frozen = False
+
+    def _owners(self, named: Named) -> dict[str, torch.Tensor]:
+        import torch
+
+        for n, p in named():
+            if p.dim() >= 2 and n not in self.owner:
+                self.owner[n] = torch.zeros(p.shape, dtype=torch.long)
+        return self.owner
+
+    def prune(self, named: Named, index: int) -> dict[str, torch.Tensor]:
+        """The owners once task `index` has released the smallest (T - t - 1) / (T - t) of its weights (by
+        magnitude, per matrix) to task `index` + 1; the weights themselves are left as they are (releasing them is
+        the suite's). Biases and normalisation are frozen from here on."""
+        import torch
+
+        owners = self._owners(named)
+        left = self.tasks - index - 1
+        share = left / (left + 1)
+        for n, p in named():
+            if n not in owners:
+                continue
+            owner = owners[n]
+            mine = owner == index
+            values = p.detach().abs()[mine].sort().values
+            if values.numel() == 0:
+                continue
+            threshold = values[min(int(values.numel() * share), values.numel() - 1)]
+            release = mine & (p.detach().abs() <= threshold)
+            owners[n] = torch.where(release, torch.full_like(owner, index + 1), owner)
+        self.frozen = True
+        return {n: o.clone() for n, o in owners.items()}
+
+    def mask_gradients(self, named: Named, index: int) -> None:
+        """Keep the gradient of the weights task `index` owns; zero every other managed weight's, and the biases' and
+        normalisation's once they are frozen."""
+        owners = self._owners(named)
+        for n, p in named():
+            if p.grad is None:
+                continue
+            if n in owners:
+                p.grad.mul_((owners[n] == index).to(p.grad.dtype))
+            elif self.frozen:
+                p.grad.zero_()
+
+    def diagnostics(self) -> dict[str, float | None]:
+        """The share of the managed weights each task owns now (task `k` as `ownedShare<k>`)."""
+        import torch
+
+        if not self.owner:
+            return {}
+        flat = torch.cat([o.flatten() for o in self.owner.values()])
+        counts = torch.bincount(flat, minlength=self.tasks)
+        return {f"ownedShare{k}": float(c) / flat.numel() for k, c in enumerate(counts.tolist())}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"owner": {n: o.clone() for n, o in self.owner.items()}, "frozen": self.frozen}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.owner, self.frozen = dict(state["owner"]), bool(state["frozen"])
