@@ -350,14 +350,18 @@ def _interrupting(base: type[nav4.Nav4Method[Any]], marker: Path) -> type[nav4.N
     return Once
 
 
-@pytest.mark.parametrize("name", ["nav4.sequential", "nav4.si", "nav4.specialist"])
+OWN_FIELDS: dict[str, dict[str, Any]] = {"nav4.si": {"strength": 0.1}, "nav4.packnet": {"retrainUpdates": 2}}
+
+
+@pytest.mark.parametrize("name", ["nav4.sequential", "nav4.si", "nav4.specialist", "nav4.packnet"])
 def test_nav4_an_interrupted_run_resumes_from_its_last_task_boundary_with_the_same_record(
     tmp_path: Path, name: str
 ) -> None:
+    """nav4.packnet: the suite's owners travel in the checkpoint (the third phase's evaluations need them)."""
     from cltoolkit.suites.nav4.suite import make_method
 
     agent = dict(_nav4_doc()["comparisons"][0]["hyperparameters"])
-    hyper = {**agent, **({"strength": 0.1} if name == "nav4.si" else {})}
+    hyper = {**agent, **OWN_FIELDS.get(name, {})}
     whole = _nav4_run(tmp_path / "whole", make_method(name, hyper, registries()))
     base = type(make_method(name, hyper, registries()))
     cls = _interrupting(base, tmp_path / "stopped")

@@ -164,6 +164,7 @@ NAV4_FIELDS: dict[str, dict[str, Any]] = {
     "nav4.a-gem": {"capacity": 500, "referenceSamples": 16},
     "nav4.mas": {"lambda": 1.0, "importanceBatches": 2},
     "nav4.lwf": {"strength": 1.0},
+    "nav4.packnet": {"retrainUpdates": 4},
 }
 
 
@@ -185,6 +186,13 @@ def test_library_methods_run_in_a_nav4_pilot(tmp_path: Path, name: str) -> None:
         assert out["metrics"]["methodDiagnostics"]["fisherMax"] > 0
     if name == "nav4.si":
         assert out["metrics"]["methodDiagnostics"]["importanceMax"] > 0
+    if name == "nav4.packnet":  # every phase but the last released weights and retrained (one pass of 2 x 2)
+        masking = out["metrics"]["masking"]
+        assert masking["releasedWeights"] > 0 and masking["retrainUpdates"] == 4 * (
+            len(out["metrics"]["successMatrix"]["phases"]) - 1
+        )
+        shares = out["metrics"]["methodDiagnostics"]
+        assert all(shares[f"ownedShare{k}"] > 0 for k in range(len(out["metrics"]["successMatrix"]["phases"])))
 
 
 WMF_FIELDS: dict[str, dict[str, Any]] = {

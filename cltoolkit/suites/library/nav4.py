@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cltoolkit.suites.nav4.agent import Learner, Reservoir
     from cltoolkit.suites.step import Step
 
-__all__ = ["Nav4AGEM", "Nav4L2", "Nav4LwF", "Nav4MAS", "Nav4OnlineEWC", "Nav4SI"]
+__all__ = ["Nav4AGEM", "Nav4L2", "Nav4LwF", "Nav4MAS", "Nav4OnlineEWC", "Nav4PackNet", "Nav4SI"]
 
 
 class Nav4EwcParams(AgentParams, core.EwcFields):
@@ -45,11 +45,15 @@ class Nav4LwfParams(AgentParams, core.LwfFields):
     """The PPO learner's fields and LwF's."""
 
 
+class Nav4PackNetParams(AgentParams, core.PackNetFields):
+    """The PPO learner's fields and PackNet's (`retrainUpdates`: optimiser steps on the phase's last rollout)."""
+
+
 class _Nav4Library(Nav4Method[ParamsT]):
     """The library's nav4 methods keep their algorithm's state in `algo`; it round-trips with the checkpoints the
     driver writes at task boundaries."""
 
-    algo: core.OnlineEWC | core.SynapticIntelligence | core.L2Anchor | core.AGEM | core.MAS
+    algo: core.OnlineEWC | core.SynapticIntelligence | core.L2Anchor | core.AGEM | core.MAS | core.PackNet
 
     def state_dict(self) -> dict[str, Any]:
         return {"algo": self.algo.state_dict()}
@@ -246,3 +250,31 @@ class Nav4LwF(Nav4Method[Nav4LwfParams]):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.algo.load_state_dict(state)
+
+
+class Nav4PackNet(_Nav4Library[Nav4PackNetParams]):
+    """PackNet (the library's) on the whole network (nav4's policy has one head): during phase t only the weights t
+    owns learn (biases until the first pruning); after it t keeps the largest 1 / (T - t) of its weights and releases
+    the rest to phase t + 1 (`ownership`; the suite sets them to 0 and retrains on the phase's last rollout); each task
+    is evaluated with the weights of the phases after its own at 0. Evaluation so knows the task, which no other nav4
+    method is told: a declared difference (PackNet needs task identity at test time)."""
+
+    Params = Nav4PackNetParams
+    algo: core.PackNet
+    summary = "PackNet: iterative pruning, an equal share of the network per task (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = core.PackNet(self.params, tasks=1)
+        self.index = 0
+
+    def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
+        self.algo.tasks, self.index = task.total, task.index
+
+    def after_backward(self, learner: Learner, step: Step) -> None:
+        self.algo.mask_gradients(learner.net.named_parameters, self.index)
+
+    def ownership(self, learner: Learner, task: Nav4TaskEnd) -> dict[str, torch.Tensor]:
+        return self.algo.prune(learner.net.named_parameters, task.index)
+
+    def retrain_updates(self) -> int:
+        return int(self.params.retrainUpdates)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,7 +26,8 @@ from torch import nn
 
 from cltoolkit.errors import BudgetViolation, NonFiniteValue
 from cltoolkit.suites.guards import SampleCounter, check_finite, overrides, unchanged
-from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, _suite_rollout
+from cltoolkit.suites.masks import Ownership
+from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Nav4TaskEnd, _suite_rollout
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, Nav4Env
 from cltoolkit.suites.nav4.memory import SLOTS, Reservoir
 from cltoolkit.suites.nav4.net import Net
@@ -55,6 +57,10 @@ class AgentLedger:
     bookkeepingSamples: int = 0
     """Samples a method passed through the network without gradients, or outside every update (its own
     bookkeeping: importances, distillation targets)."""
+    retrainUpdates: int = 0
+    """Of `gradientUpdates`, those a method asked for after a phase (`retrain_updates`)."""
+    releasedWeights: int = 0
+    """Weights a masking method released to later phases (set to 0 by the suite)."""
 
     def samples(self, policy: str) -> dict[str, int | str]:
         """The record's `budget.samples`: what reached the network, by origin, counted by the suite."""
@@ -198,6 +204,51 @@ class Learner:
         """Optimiser steps taken in the phase in progress."""
         self._after_backward = overrides(self.method, Nav4Method, "after_backward")
         self._after_step = overrides(self.method, Nav4Method, "after_step")
+        self.owners: Ownership | None = None
+        """Which phase owns each weight, where the method masks (`release`)."""
+        self.positions: dict[str, int] = {}
+        """Each task's phase index on this learner: the view its evaluation runs under."""
+        self.last_rollout: dict[str, np.ndarray] | None = None
+
+    @property
+    def masks_or_retrains(self) -> bool:
+        """Whether the method declares owners or retraining updates (the suite's `release` after a phase)."""
+        return overrides(self.method, Nav4Method, "ownership") or self.method.retrain_updates() > 0
+
+    def release(self, task: Nav4TaskEnd, phases: int) -> None:
+        """After a phase but the last: take the method's owners (checked; the weights released to later phases set
+        to 0), then its retraining updates on the phase's last rollout, with a fresh optimiser before and after."""
+        declared = self.hook("ownership", partial(self.method.ownership, self, task))
+        if declared is not None:
+            if self.owners is None:
+                self.owners = Ownership(phases)
+            self.ledger.releasedWeights += self.owners.assign(self.net.named_parameters, declared, task.index)
+        wanted = self.method.retrain_updates()
+        self.opt = self.new_optimizer()  # Adam's moments would move the weights just released or frozen
+        if wanted and self.last_rollout is not None:
+            p = self.params
+            passes = math.ceil(wanted / (p.epochs * p.minibatches))
+            cap = self.limits.updates_per_task
+            if cap is not None and self.steps + passes * p.epochs * p.minibatches > cap:
+                raise BudgetViolation(
+                    f"budget.gradientUpdatesPerTask: phase {self.phase or self.task} takes {self.steps} optimiser "
+                    f"steps and the method's {passes * p.epochs * p.minibatches} retraining steps; the protocol "
+                    f"declares at most {cap} per task"
+                )
+            before = self.steps
+            for _ in range(passes):
+                self._update(self.last_rollout)
+            self.ledger.retrainUpdates += self.steps - before
+        self.opt = self.new_optimizer()
+
+    def new_optimizer(self) -> torch.optim.Adam:
+        return torch.optim.Adam(self.net.parameters(), lr=self.params.learningRate, eps=1e-5)
+
+    def masked(self, task: str) -> AbstractContextManager[None]:
+        """Evaluate `task` with the weights of the phases after its own at 0 (a masking method's view)."""
+        if self.owners is None or task not in self.positions:
+            return nullcontext()
+        return self.owners.view(self.net.named_parameters, self.positions[task])
 
     def _bookkeeping(self, n: int) -> None:
         self.ledger.bookkeepingSamples += n
@@ -237,6 +288,7 @@ class Learner:
             "evalRng": self.eval_rng.bit_generator.state,
             "torchRng": torch.get_rng_state(),
             "task": self.task,
+            **({"ownership": {"phases": self.owners.tasks, "owner": self.owners.state_dict()}} if self.owners else {}),
             "memory": None
             if memory is None
             else {
@@ -257,6 +309,9 @@ class Learner:
         self.eval_rng.bit_generator.state = state["evalRng"]
         torch.set_rng_state(state["torchRng"])
         self.task = state["task"]
+        if state.get("ownership") is not None:
+            self.owners = Ownership(state["ownership"]["phases"])
+            self.owners.load_state_dict(state["ownership"]["owner"])
         saved = state["memory"]
         if saved is not None:
             memory = self.memory or self.new_memory(saved["capacity"], saved.get("selection", "reservoir"))
@@ -338,6 +393,7 @@ class Learner:
                 "logits": logit_buf.reshape(-1, len(ACTIONS)),
             }
             tasks = np.array([task_index(i % n) for i in range(n)] * t_len, dtype=np.int8)
+            self.last_rollout = batch
             rollout = _suite_rollout(batch, tasks)
             self.hook("observe", partial(self.method.observe, self, rollout))
             self._update(batch)
@@ -452,7 +508,7 @@ def evaluate(
     agent.net.eval()
     wins = 0
     seeds = list(layout_seeds)
-    with torch.inference_mode():
+    with agent.masked(task), torch.inference_mode():
         for start in range(0, len(seeds), batch):
             chunk = seeds[start : start + batch]
             envs = [Nav4Env(task, size=size, max_steps=max_steps, min_path=min_path) for _ in chunk]

@@ -113,6 +113,8 @@ class Nav4TaskStart:
     """The tasks this phase trains on (one, or all four for `joint`)."""
     steps: int
     """Environment steps of the phase (the suite's budget)."""
+    total: int = 1
+    """Phases of the run on this learner (the tasks of the order for a sequential method)."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,20 @@ class Nav4Method(Method, Generic[ParamsT]):
 
     def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
         """A phase is over (importances, snapshots)."""
+
+    def ownership(self, learner: Learner, task: Nav4TaskEnd) -> Mapping[str, torch.Tensor] | None:
+        """After `end_task` of every phase but the last (sequential methods): the owner (a phase's index) of every
+        entry of the parameters the method masks, keyed by `learner.net.named_parameters()` names, as integer tensors
+        of their shapes; the weights of finished phases keep their owners. The suite sets every weight owned by a
+        later phase to 0 and evaluates each task with the weights of the phases after its own at 0
+        (`cltoolkit.suites.masks`, PackNet). None (the default): the method masks nothing."""
+        return None
+
+    def retrain_updates(self) -> int:
+        """Optimiser steps the suite runs after `ownership` (every phase but the last) on the phase's last rollout,
+        its PPO loss, in whole passes of `epochs` x `minibatches`, with a fresh optimiser before and after; counted
+        as the phase's gradient updates (and against `budget.gradientUpdatesPerTask`)."""
+        return 0
 
     def diagnostics(self) -> dict[str, float | None]:
         """Extra numbers for the record and the report (e.g. a penalty's size, an importance's range)."""

@@ -93,18 +93,23 @@ def run(
         iterations = math.ceil(steps / (params.envs * params.rolloutSteps))
         hook = curve_hook(learner, phase_tasks[0], vec, label, iterations)
         name = phase_tasks[0] if len(phase_tasks) == 1 else "joint"
-        start_ = Nav4TaskStart(name, index, tuple(phase_tasks), steps)
+        total = len(tasks) if method.regime == "sequential" else 1
+        start_ = Nav4TaskStart(name, index, tuple(phase_tasks), steps, total)
         learner.phase = name
         learner.hook("begin_task", lambda: method.begin_task(learner, start_))
         learner.train(vec, steps, task_of, on_iteration=hook, phase_tasks=len(phase_tasks))
         learner.check_parameters()
         last = method.regime != "sequential" or index == len(tasks) - 1
-        learner.hook("end_task", lambda: method.end_task(learner, Nav4TaskEnd(name, index, last)))
+        end = Nav4TaskEnd(name, index, last)
+        learner.hook("end_task", lambda: method.end_task(learner, end))
+        if not last and learner.masks_or_retrains:  # PackNet: release, retrain (the suite's), then the evaluations
+            learner.release(end, len(tasks))
 
     if method.regime == "sequential":
         from cltoolkit.suites import checkpoint
 
         learner = Learner(params, canvas, seed, ledger, method, device, limits)
+        learner.positions = {t: i for i, t in enumerate(tasks)}
         matrix: list[list[float]] = []
         identity = checkpoint.identity(protocol, method.name, dict(method.hyperparameters), seed, order)
         saved = checkpoint.load(workdir, identity)
@@ -219,6 +224,11 @@ def run(
             "memory": done["memory"],
             "trainingSeconds": round(time.monotonic() - start, 2),
             **({"methodDiagnostics": diagnostics} if diagnostics else {}),
+            **(
+                {"masking": {"retrainUpdates": ledger.retrainUpdates, "releasedWeights": ledger.releasedWeights}}
+                if method.regime == "sequential" and models[0].masks_or_retrains
+                else {}
+            ),
         },
         "budget": ledger.as_dict() | {"parameters": done["parameters"], "samples": ledger.samples(limits.unaccounted)},
     }
