@@ -198,7 +198,7 @@ class Learner:
         if not isinstance(net, nn.Module):
             raise TypeError(f"network() must return a torch.nn.Module, got {type(net).__name__}")
         self.net = net.to(self.device)
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=self.params.learningRate, eps=1e-5)
+        self.opt = self.new_optimizer()
         self.counter = SampleCounter(self.net, self._bookkeeping)
         self.steps = 0
         """Optimiser steps taken in the phase in progress."""
