@@ -6,8 +6,11 @@ writes the records directly (not timed), then times, wall and CPU: the store sca
 checked), the gatekeeper in process (dry run and full report) and its check (`clt report --check`: the committed
 block recomputed, the reports rendered again), and the `clt report` command in fresh processes (imports included),
 once cold and `--repeat` times warm, each warm run followed by one with the figures' cache removed (the warm
-median CPU time is compared with #52's target of 3 CPU-seconds).
-Prints one JSON object. Usage: python bench/report.py [--records N] [--keep DIR]
+median CPU time is compared with #52's target of 3 CPU-seconds). With `--instructions`, the instructions of the
+same command's own process (the figures' forked child left out) counted by valgrind's callgrind, once cold and once
+warm: repeatable to about 0.1% whatever else the machine runs, where CPU time on these virtual machines moves by
+20-35% within an hour (compare commits by this).
+Prints one JSON object. Usage: python bench/report.py [--records N] [--keep DIR] [--instructions]
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def main() -> int:
     parser.add_argument("--comparisons", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3, help="Timed `clt report` processes (median reported).")
     parser.add_argument("--keep", type=Path, default=None, help="Build the project here and keep it.")
+    parser.add_argument("--instructions", action="store_true", help="Also count instructions (valgrind callgrind).")
     args = parser.parse_args()
 
     import numpy as np
@@ -168,15 +172,12 @@ def main() -> int:
     }
     import resource
 
+    command = [sys.executable, "-c", "from cltoolkit.cli import main; main()", "report", "-p", "toy-v1"]
+
     def cli_run() -> tuple[float, float]:  # the command users run, in a fresh process (imports included)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-c", "from cltoolkit.cli import main; main()", "report", "-p", "toy-v1"],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        subprocess.run(command, env=env, check=True, capture_output=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         return round(time.perf_counter() - t0, 3), round(cpu, 3)
@@ -186,11 +187,34 @@ def main() -> int:
     from cltoolkit.report.figure_cache import CACHE_FILE
 
     cache = project.stage_reports_dir("toy-v1", "main") / CACHE_FILE
+
+    def instructions() -> int:
+        """The report's own process under callgrind. The figures' child is left out: callgrind counts a forked
+        child's instructions from the parent's start, so its count repeats everything before the fork."""
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = subprocess.Popen(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p", *command],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _, err = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"valgrind failed ({proc.returncode}): {err[-2000:]}")
+        return next(
+            int(line.split(":")[-1]) for line in err.splitlines() if line.startswith(f"=={proc.pid}== Collected")
+        )
+
     cli, drawing = [], []
     for _ in range(args.repeat):  # interleaved, so that this machine's drift hits both alike
         cli.append(cli_run())  # records this machine wrote or already checked, the figures kept from the last report
         cache.unlink(missing_ok=True)
         drawing.append(cli_run())  # the same, the figures drawn again (a changed record, or the first report)
+    counted = None
+    if args.instructions:
+        seals.unlink(missing_ok=True)
+        counted = {"cold": instructions(), "warm": instructions()}
     wall = [w for w, _ in cli]
     cpu_median = statistics.median(c for _, c in cli)
     out = {
@@ -213,6 +237,7 @@ def main() -> int:
         "cliMedianCpuSeconds": round(cpu_median, 3),
         "cliDrawingSeconds": [{"wall": w, "cpu": c} for w, c in drawing],
         "cliDrawingMedianCpuSeconds": round(statistics.median(c for _, c in drawing), 3),
+        "cliInstructions": counted,
         "targetCpuSeconds": 3.0,
         "meetsTarget": cpu_median < 3.0,
         "cpus": os.cpu_count(),
