@@ -119,13 +119,14 @@ def dump_json(obj: Any, *, sort_keys: bool = True, row_lists: tuple[str, ...] = 
     text = json.dumps(
         lift(obj) if row_lists else obj, indent=2, sort_keys=sort_keys, allow_nan=False, ensure_ascii=False
     )
+    row = json.JSONEncoder(sort_keys=sort_keys, allow_nan=False, ensure_ascii=False).encode  # one, not one a row
     for i, items in enumerate(rows):
         token = f'"\\u0000rows{i}\\u0000"'
         at = text.index(token)
         line = text[text.rindex("\n", 0, at) + 1 : at]  # e.g. '    "perRun": '
         indent = len(line) - len(line.lstrip())
         pad = " " * (indent + 2)
-        body = ",\n".join(pad + json.dumps(r, sort_keys=sort_keys, allow_nan=False, ensure_ascii=False) for r in items)
+        body = ",\n".join(pad + row(r) for r in items)
         text = text[:at] + "[\n" + body + "\n" + " " * indent + "]" + text[at + len(token) :]
     return text + "\n"
 

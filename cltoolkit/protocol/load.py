@@ -7,6 +7,7 @@ import functools
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +130,14 @@ def _fast_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def loads_strict(text: str, source: str = "", *, require_object: bool = True) -> Any:
-    """Parse `text` as strict JSON; raise `ValidationFailed` with one problem per line otherwise."""
-    where = source or "<input>"
+def loads_strict(text: str, source: str | Callable[[], str] = "", *, require_object: bool = True) -> Any:
+    """Parse `text` as strict JSON; raise `ValidationFailed` with one problem per line otherwise. `source` names
+    the input in messages: a string, or a function that computes it only when a message needs it (a record's
+    display path costs system calls, and 10,000 records are read per report)."""
+
+    def place() -> str:
+        return (source() if callable(source) else source) or "<input>"
+
     try:  # fast path: plain dicts; a repeated key falls through to the slow path, which locates every one
         value = json.loads(
             text,
@@ -145,14 +151,15 @@ def loads_strict(text: str, source: str = "", *, require_object: bool = True) ->
     else:
         if require_object and not isinstance(value, dict):
             raise ValidationFailed(
-                problems=[Problem(where, f"the document must be a JSON object, got {type(value).__name__}")]
+                problems=[Problem(place(), f"the document must be a JSON object, got {type(value).__name__}")]
             )
         if "\\u" in text:  # only an escape can make a lone surrogate: a cheap test before walking the document
             found: list[Problem] = []
-            _surrogates(value, [], found, where)
+            _surrogates(value, [], found, place())
             if found:
                 raise ValidationFailed(problems=found)
         return value
+    where = place()
     try:
         parsed = json.loads(
             text,

@@ -312,28 +312,31 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
             known = None
         if known is not None and known.seal == verified[key]:
             return known
-    where = display_path(path)
+
+    def where() -> str:  # the display path costs system calls: computed only for a message
+        return display_path(path)
+
     data = loads_strict(text, where)
     version = data.get("recordVersion")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise ValidationFailed(problems=[Problem(f"{where}: /recordVersion", "missing or not an integer")])
+        raise ValidationFailed(problems=[Problem(f"{where()}: /recordVersion", "missing or not an integer")])
     if version > RECORD_VERSION:
         raise Refusal(
-            f"{where}: recordVersion {version} is newer than this toolkit reads ({RECORD_VERSION}); upgrade clt"
+            f"{where()}: recordVersion {version} is newer than this toolkit reads ({RECORD_VERSION}); upgrade clt"
         )
     if version >= 2:
         seal = data.get("seal")
         if not isinstance(seal, str):
-            raise ValidationFailed(problems=[Problem(f"{where}: /seal", "missing: every record is sealed")])
+            raise ValidationFailed(problems=[Problem(f"{where()}: /seal", "missing: every record is sealed")])
         try:
             actual = record_seal(data)  # bytes the store had checked returned above
         except CanonicalizationError as exc:
-            raise ValidationFailed(problems=[Problem(where, f"cannot canonicalize (RFC 8785): {exc}")]) from None
+            raise ValidationFailed(problems=[Problem(where(), f"cannot canonicalize (RFC 8785): {exc}")]) from None
         if actual != seal:
             raise ValidationFailed(
                 problems=[
                     Problem(
-                        f"{where}: /seal",
+                        f"{where()}: /seal",
                         f"does not match the content (content {actual}): the record was changed after it was written",
                     )
                 ]
@@ -341,12 +344,12 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
         if verified is not None and version == RECORD_VERSION:
             verified[key] = seal
     elif "seal" in data:
-        raise ValidationFailed(problems=[Problem(f"{where}: /seal", "a version-1 record carries no seal")])
+        raise ValidationFailed(problems=[Problem(f"{where()}: /seal", "a version-1 record carries no seal")])
     migrated = version < RECORD_VERSION
     while version < RECORD_VERSION:
         if version not in MIGRATIONS:
             raise ValidationFailed(
-                problems=[Problem(f"{where}: /recordVersion", f"no migration from version {version}")]
+                problems=[Problem(f"{where()}: /recordVersion", f"no migration from version {version}")]
             )
         data = MIGRATIONS[version](data)
         version += 1
@@ -354,7 +357,7 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
     try:
         return RunRecord.model_validate_json(json.dumps(data) if migrated else text, strict=True)
     except ValidationError as exc:
-        raise ValidationFailed(problems=pydantic_problems(exc, where)) from None
+        raise ValidationFailed(problems=pydantic_problems(exc, where())) from None
 
 
 def write_record(path: Path, record: RunRecord) -> str:

@@ -13,7 +13,6 @@ import errno
 import json
 import os
 import socket
-import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -151,22 +150,22 @@ class RunStore:
                 continue
             if not entry.is_dir(follow_symlinks=False):
                 continue
-            links = sorted(item.name for item in os.scandir(entry.path) if item.is_symlink())
+            with os.scandir(entry.path) as items:  # one listing: links and the record's type, no stat per file
+                kinds = {item.name: item for item in items}
+            links = sorted(name for name, item in kinds.items() if item.is_symlink())
             if links:
                 scan.corrupt[entry.name] = (
                     f"holds symbolic link(s) {', '.join(links)}: nothing in a run folder is followed outside the store"
                 )
                 continue
-            path = Path(entry.path) / RECORD
-            try:
-                mode = os.lstat(path).st_mode
-            except FileNotFoundError:
+            found = kinds.get(RECORD)
+            if found is None:
                 scan.partial.append(Problem(entry.path, "no record (interrupted or still running)"))
                 continue
-            if not stat.S_ISREG(mode):
-                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
-                scan.corrupt[entry.name] = f"record.json is {kind}"
+            if not found.is_file(follow_symlinks=False):
+                scan.corrupt[entry.name] = "record.json is not a regular file"
                 continue
+            path = Path(found.path)
             try:
                 record = read_record(path, seals)
             except CltError as exc:
