@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from cltoolkit.errors import ValidationFailed
 from cltoolkit.freeze_actions import freeze
 from cltoolkit.project import Project
+from cltoolkit.run.record import read_record
 from cltoolkit.run.runner import run_protocol
 from cltoolkit.run.store import SEALS, RunStore
 from tests.conftest import write
@@ -45,3 +49,29 @@ def test_a_damaged_memory_is_ignored_and_only_a_full_report_writes_it(toy: Proje
     assert not (store.folder / SEALS).exists()  # a dry run writes nothing
     assert cli("report", "-p", "toy-v1").exit_code == 0
     assert (store.folder / SEALS).exists()
+
+
+def test_the_scan_names_each_kind_of_damaged_run_folder(toy: Project) -> None:
+    """The scan takes links and the record's file type from one listing of each run folder: a missing record is an
+    unfinished run, a folder or a link in its place is refused by name, and a seal that fails names the file."""
+    store = _ran(toy)
+    folders = sorted(p for p in store.folder.iterdir() if p.is_dir())
+    missing, folder, linked, edited = folders[:4]
+    (missing / "record.json").unlink()
+    (folder / "record.json").unlink()
+    (folder / "record.json").mkdir()
+    (linked / "record.json").unlink()
+    (linked / "record.json").symlink_to(edited / "record.json")
+    data = json.loads((edited / "record.json").read_text())
+    data["metrics"]["toy.score-v1"] = 0.5
+    (edited / "record.json").write_text(json.dumps(data, sort_keys=True, indent=2))
+    (store.folder / SEALS).unlink()
+    scan = store.scan()
+    assert [p.where for p in scan.partial] == [str(missing)]
+    assert scan.corrupt[folder.name] == "record.json is not a regular file"
+    assert "holds symbolic link(s) record.json" in scan.corrupt[linked.name]
+    assert "/seal: does not match the content" in scan.corrupt[edited.name]
+    assert len(scan.records) == len(folders) - 4
+    with pytest.raises(ValidationFailed) as caught:
+        read_record(edited / "record.json")
+    assert caught.value.problems[0].where.endswith(f"{edited.name}/record.json: /seal")  # the path, for the message
