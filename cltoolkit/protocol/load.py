@@ -67,6 +67,8 @@ MAX_EXACT_INT = 2**53  # I-JSON (RFC 7493): integers beyond it are not exact in 
 
 
 def _bounded_int(text: str) -> int:
+    if len(text) < 16:  # at most 15 digits: below 2^53 (every parsed integer passes here; most are short)
+        return int(text)
     digits = text.lstrip("-")
     if len(digits) > 16 or abs(int(text)) > MAX_EXACT_INT:
         shown = text if len(text) <= 24 else f"{text[:12]}...({len(digits)} digits)"
