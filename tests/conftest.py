@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     s each, a tenth of the default suite). Subprocesses (`tests/test_light.py`) are unaffected."""
     import matplotlib.backends.backend_agg
     import matplotlib.figure  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def _clt_root_kept() -> Iterator[None]:
+    """`clt --root` sets CLT_ROOT for its process (workers and plugins find the project that way); a test that invokes
+    the CLI in process must not leave it set for the tests after it (their subprocesses inherit it)."""
+    before = os.environ.get("CLT_ROOT")
+    yield
+    if before is None:
+        os.environ.pop("CLT_ROOT", None)
+    else:
+        os.environ["CLT_ROOT"] = before
 
 
 @pytest.fixture

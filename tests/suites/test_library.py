@@ -203,6 +203,7 @@ WMF_FIELDS: dict[str, dict[str, Any]] = {
     "wmf.ewc-online": {"lambda": 100.0, "fisherBatches": 2},
     "wmf.si": {"strength": 1.0},
     "wmf.l2": {"strength": 1.0},
+    "wmf.packnet": {"retrainUpdates": 2},
 }
 
 
@@ -226,6 +227,13 @@ def test_library_methods_run_in_a_wmf_pilot(tmp_path: Path, name: str) -> None:
         assert out["budget"]["samples"]["memory"] == out["budget"]["replaySamples"] * length
     if name == "wmf.a-gem":
         assert metrics["projectedShare"] is not None
+    if name == "wmf.packnet":  # task A evaluated with task B's weights at 0: the model it left task A with
+        assert metrics["pf"] == 0.0 and abs(metrics["rd"]) < 1e-5  # RD: a KL of identical models, up to rounding
+        assert metrics["reconAAfterB"] == metrics["reconAAfterA"] and metrics["encoderDrift"] == 1.0
+        assert metrics["masking"]["retrainUpdates"] == 2 and metrics["masking"]["releasedWeights"] > 0
+        assert metrics["ownedShare0"] + metrics["ownedShare1"] == pytest.approx(1.0)
+        assert len(metrics["curves"]["A"]) == 3  # the first 4 of task A's 6 updates; the 2 retraining ones after
+        assert out["budget"]["gradientUpdates"] == 12  # task A's 6 (retraining included) and task B's 6
 
 
 def _memory(selection: str, capacity: int) -> Any:
@@ -319,3 +327,22 @@ def test_packnet_passes_gradients_only_to_the_tasks_own_weights_and_freezes_bias
     again = core.PackNet(core.PackNetFields(), tasks=2)
     again.load_state_dict(state)
     assert again.frozen and torch.equal(again.owner["w"], owners["w"])
+
+
+def test_a_wmf_masking_method_is_held_to_its_task_budget_and_its_owners_are_checked(tmp_path: Path) -> None:
+    from cltoolkit.suites.library.wmf import WmfPackNet
+    from cltoolkit.suites.wmf.suite import make_method
+
+    too_many = make_method("wmf.packnet", {"retrainUpdates": 6}, registries())
+    with pytest.raises(ValueError, match=r"below training\.updatesPerTask, 6"):
+        _wmf_run(tmp_path / "a", too_many)
+
+    class Reassigns(WmfPackNet):
+        """Gives task A's weights to a task that does not exist."""
+
+        def ownership(self, model: Any, task: Any) -> dict[str, Any]:
+            return {n: o + 1 for n, o in super().ownership(model, task).items()}
+
+    bad = Reassigns(params=WmfPackNet.Params.model_validate({"retrainUpdates": 2}), name="wmf.packnet")
+    with pytest.raises(ValueError, match=r"names a task outside 0\.\.1"):
+        _wmf_run(tmp_path / "b", bad)

@@ -1,7 +1,8 @@
-"""The method library in wmf (`cltoolkit.suites.library.core`): online EWC, Synaptic Intelligence and an L2 anchor,
-each the library's algorithm bound to this suite's interface. The suite's loss on a batch is the world-model loss
-(`RSSM.loss`, with the posterior noise at zero for importances); each method trains its own task-A model with its
-hooks (`own_task_a_model`), so its importances come from its own task-A phase. Light to import."""
+"""The method library in wmf (`cltoolkit.suites.library.core`): online EWC, Synaptic Intelligence, an L2 anchor, MAS,
+LwF, A-GEM, experience replay and PackNet, each the library's algorithm bound to this suite's interface. The suite's
+loss on a batch is the world-model loss (`RSSM.loss`, with the posterior noise at zero for importances); each method
+trains its own task-A model with its hooks (`own_task_a_model`), so its importances come from its own task-A phase.
+Light to import."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ if TYPE_CHECKING:
     from cltoolkit.suites.wmf.memory import WindowMemory
     from cltoolkit.suites.wmf.world import RSSM
 
-__all__ = ["WmfAGEM", "WmfL2", "WmfLwF", "WmfMAS", "WmfOnlineEWC", "WmfReplay", "WmfSI"]
+__all__ = ["WmfAGEM", "WmfL2", "WmfLwF", "WmfMAS", "WmfOnlineEWC", "WmfPackNet", "WmfReplay", "WmfSI"]
 
 
 class _WmfLibrary(WorldModelMethod[ParamsT]):
     own_task_a_model: ClassVar[bool] = True
 
-    algo: lib.OnlineEWC | lib.SynapticIntelligence | lib.L2Anchor | lib.MAS
+    algo: lib.OnlineEWC | lib.SynapticIntelligence | lib.L2Anchor | lib.MAS | lib.PackNet
 
     def state_dict(self) -> dict[str, Any]:
         return {"core": self.algo.state_dict()}
@@ -262,3 +263,33 @@ class WmfLwF(WorldModelMethod[lib.LwfFields]):
         with torch.no_grad():
             target = _predictions(old, batch.obs, batch.actions)  # type: ignore[arg-type]
         return self.algo.distill_values(_predictions(model, batch.obs, batch.actions), target)
+
+
+class WmfPackNet(_WmfLibrary[lib.PackNetFields]):
+    """PackNet (Mallya & Lazebnik 2018; the library's, as Continual World runs it) on the whole world model: task A
+    trains every weight for `training.updatesPerTask - retrainUpdates` updates, keeps the largest half of each weight
+    matrix (`ownership`; the suite sets the rest to 0 and retrains task A's half for `retrainUpdates` updates, biases
+    and normalisation frozen from then on); task B trains only the weights released to it. Task A is evaluated with
+    task B's weights at 0, so its task-A model is exactly the one it left task A with (PF and RD 0 by construction:
+    the price is the capacity, seen in task B's fit and FT). Evaluation so knows the task, which no other wmf method
+    is told: a declared difference (PackNet needs task identity at test time)."""
+
+    Params = lib.PackNetFields
+    algo: lib.PackNet
+    summary: ClassVar[str] = "PackNet: iterative pruning, half the network per task (library)"
+
+    def __post_init__(self) -> None:
+        self.algo = lib.PackNet(self.params, tasks=2)
+        self.index = 0
+
+    def begin_task(self, model: RSSM, task: TaskStart) -> None:
+        self.index = task.index
+
+    def after_backward(self, model: RSSM, step: Step) -> None:
+        self.algo.mask_gradients(model.named_parameters, self.index)
+
+    def ownership(self, model: RSSM, task: TaskEnd) -> dict[str, torch.Tensor]:
+        return self.algo.prune(model.named_parameters, task.index)
+
+    def retrain_updates(self) -> int:
+        return int(self.params.retrainUpdates)

@@ -18,6 +18,10 @@ every evaluation (PF, RD, FT, reconstructions, d_trans) on held-out data. A meth
   with the optimiser and the step's loss terms (`cltoolkit.suites.step.Step`, whose docstring fixes the call order):
   gradients may be changed after backward, before the step; nothing may change parameter values.
 - `end_task(model, task)`: what to keep once a task's training is over (importances, anchors, data to replay).
+- `ownership(model, task)` / `retrain_updates()`: a masking method (PackNet; with `own_task_a_model`) declares, after
+  task A's updates, which task owns each entry of the parameters it manages; the suite sets the weights given to task
+  B to 0, runs `retrain_updates()` more task-A updates (task A's first phase is that much shorter: the task's budget
+  is the same), and evaluates task A with task B's weights at 0 (`cltoolkit.suites.masks`).
 - `diagnostics()`: extra numbers for the record (never a suite metric's name) and the report.
 - `state_dict` / `load_state_dict`: the method's own state (tensors, numbers, lists), saved with cached stages.
 
@@ -270,6 +274,18 @@ class WorldModelMethod(Method, Generic[ParamsT]):
 
     def end_task(self, model: RSSM, task: TaskEnd) -> None:
         """What to keep after a task (importances, anchors, a TrainingSet to replay). Must not change the model."""
+
+    def ownership(self, model: RSSM, task: TaskEnd) -> Mapping[str, torch.Tensor] | None:
+        """A masking method's owners after task A's updates: per managed parameter (`model.named_parameters()`
+        names), an integer tensor of its shape, 0 (task A keeps it) or 1 (given to task B). The suite checks them,
+        sets task B's weights to 0 and evaluates task A with them at 0. Called only with `own_task_a_model` (the
+        task-A phase is the method's own); None (default): no masking."""
+        return None
+
+    def retrain_updates(self) -> int:
+        """Updates the suite runs on task A's windows after `ownership`, with a fresh optimiser, as the last of
+        task A's `training.updatesPerTask` (PackNet's retraining of the weights the task kept). Default 0."""
+        return 0
 
     def diagnostics(self) -> dict[str, float | None]:
         """Extra record fields (their names must not be the suite's metrics)."""

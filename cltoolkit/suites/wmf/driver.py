@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import torch
 
 from cltoolkit.errors import BudgetViolation, FingerprintMiss
 from cltoolkit.suites.guards import SampleCounter, overrides, unchanged
+from cltoolkit.suites.masks import Ownership
 from cltoolkit.suites.step import Step
 from cltoolkit.suites.wmf import evaluate as ev
 from cltoolkit.suites.wmf.api import (
@@ -321,8 +323,11 @@ def run_cell(
         )
 
     def train(model: RSSM, task: TaskStart, seed_: int, hooks: bool) -> Phase:
-        """One task phase; with `hooks`, the method's surgery, sampling, loss term and step hooks (else the task's
-        windows)."""
+        """One task phase of `task.updates` updates; with `hooks`, the method's surgery, sampling, loss term and step
+        hooks (else the task's windows)."""
+        phase_cfg = (
+            cfg if task.updates == cfg.updatesPerTask else cfg.model_copy(update={"updatesPerTask": task.updates})
+        )
         sampling = Sampling([(task.training, batch)])
         step_hooks = StepHooks(task.task, skip_non_finite=skip)
         counter: SampleCounter | None = None
@@ -378,7 +383,7 @@ def run_cell(
                 with counter.armed():
                     active["counter"] = counter
                     log = train_phase(
-                        model, sources, cfg, seed_, step_hooks,
+                        model, sources, phase_cfg, seed_, step_hooks,
                         uniform_episodes=sampling.uniform_episodes, episode_first=episode_first, restricted=rows,
                     )  # fmt: skip
                     active["counter"] = None
@@ -386,7 +391,7 @@ def run_cell(
                     counts["bookkeeping"] += counter.bookkeeping
             else:
                 log = train_phase(
-                    model, sources, cfg, seed_, step_hooks,
+                    model, sources, phase_cfg, seed_, step_hooks,
                     uniform_episodes=sampling.uniform_episodes, episode_first=episode_first, restricted=rows,
                 )  # fmt: skip
         finally:
@@ -400,13 +405,39 @@ def run_cell(
             counts["otherWindows"] = -(-counts["other"] // cfg.sequenceLength)  # charged as replayed windows
         return log
 
+    masking = method.own_task_a_model and overrides(method, WorldModelMethod, "ownership")
+    retrain = method.retrain_updates() if masking else 0
+    if not 0 <= retrain < cfg.updatesPerTask:
+        raise ValueError(
+            f"retrain_updates() is {retrain}: at least 0 and below training.updatesPerTask, {cfg.updatesPerTask}"
+        )
+
     def phase(build: Callable[[ModelSpec], RSSM], task: str, hooks: bool, role: str = "") -> dict[str, Any]:
         model = _fresh(protocol, build, width, seed, device, role)
         init = state(model)
-        log = train(model, start(task), derived_seed(seed, "phase", task), hooks)
+        pruned = hooks and masking and task == "A"
+        first = start(task) if not pruned else replace(start(task), updates=cfg.updatesPerTask - retrain)
+        log = train(model, first, derived_seed(seed, "phase", task), hooks)
+        masks = masked_end(model, task, retrain) if pruned else {}
         return {"init": init, "state": state(model), "curve": log.curve, "nanSteps": log.nan_steps,
                 "firstLoss": log.first, "lastLoss": log.last,
-                "method": method.state_dict() if hooks else {}}  # fmt: skip
+                "method": method.state_dict() if hooks else {}, **masks}  # fmt: skip
+
+    def masked_end(model: RSSM, task: str, retrain: int) -> dict[str, Any]:
+        """PackNet's end of task A: the method's owners (checked), task B's weights set to 0, the retraining."""
+        owners = Ownership(2)
+        end = TaskEnd(task, 0, training[task], last=False, memory=memory_request)
+        declared: dict[str, Any] = {}
+        _guarded(model, "ownership", lambda: declared.update(method.ownership(model, end) or {}))
+        released = owners.assign(model.named_parameters, declared, 0)
+        log = (
+            train(model, replace(start(task), updates=retrain), derived_seed(seed, "retrain", task), True)
+            if retrain
+            else None
+        )
+        return {"ownership": owners.state_dict(),
+                "masking": {"retrainUpdates": retrain, "releasedWeights": released,
+                            "retrainLastLoss": log.last if log is not None else None}}  # fmt: skip
 
     own = method.own_task_a_model
     arch_a = stream if own else "rssm"
@@ -464,6 +495,13 @@ def run_cell(
     )
     m_a = load(method.build, stage_a["state"])
     m_b = load(method.build, stage_a["state"])
+    owners = Ownership(2) if "ownership" in stage_a else None
+    if owners is not None:
+        owners.load_state_dict(stage_a["ownership"])
+
+    def on_a(model: RSSM) -> AbstractContextManager[None]:
+        """Task A's evaluations of the task-B model: with task B's weights at 0 for a masking method."""
+        return owners.view(model.named_parameters, 0) if owners is not None else nullcontext()
 
     held_a, held_b = data["A", "heldout"], data["B", "heldout"]
     rows_d = _rows(held_a, ev_cfg.transitions, seed, "D_A")
@@ -493,13 +531,16 @@ def run_cell(
     mr_a, mr_b = load(_plain, ref_a["state"]), load(_plain, ref_b["state"])
     ev_seed = derived_seed(seed, "evaluate")
     nll_a_after_a = ev.nll(m_a, d_a, ev_seed)
-    nll_a_after_b = ev.nll(m_b, d_a, ev_seed)
+    with on_a(m_b):
+        nll_a_after_b = ev.nll(m_b, d_a, ev_seed)
     nll_a_init = ev.nll(m_init, d_a, ev_seed)
     pf = nll_a_after_b - nll_a_after_a
-    rd = ev.rollout_divergence(m_a, m_b, d_a, ev_cfg.rdHorizon, ev_cfg.rdStarts, ev_seed)
+    with on_a(m_b):
+        rd = ev.rollout_divergence(m_a, m_b, d_a, ev_cfg.rdHorizon, ev_cfg.rdStarts, ev_seed)
     alpha, beta, gamma = ev_cfg.wmfWeights
     recon_a_a = ev.reconstruction(m_a, held_a, frames_a)
-    recon_a_b = ev.reconstruction(m_b, held_a, frames_a)
+    with on_a(m_b):
+        recon_a_b = ev.reconstruction(m_b, held_a, frames_a)
     recon_b_b = ev.reconstruction(m_b, held_b, frames_b)
     recon_b_scratch = ev.reconstruction(mr_b, held_b, frames_b)
     recon_a_init = ev.reconstruction(m_init, held_a, frames_a)  # the adequacy ratios' denominators
@@ -553,6 +594,8 @@ def run_cell(
     if clash:
         raise ValueError(f"the method's diagnostics() use the suite's metric names {clash}: rename them")
     metrics.update(extra)  # beside the metrics, as records always had them; and as a section the report tabulates
+    if "masking" in stage_a:
+        metrics["masking"] = stage_a["masking"]
     if extra:
         metrics["methodDiagnostics"] = dict(extra)
     frames_of = {f"data-{split}-{task}": int(d.lengths.sum() + len(d.lengths)) for (task, split), d in data.items()}
