@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("minigrid")
 
 from cltoolkit.registry import registries  # noqa: E402
-from cltoolkit.suites.wmf.driver import _stored_as_the_seed_does, run_cell  # noqa: E402
+from cltoolkit.suites.wmf.data import stored_as_the_seed_does  # noqa: E402
+from cltoolkit.suites.wmf.driver import run_cell  # noqa: E402
 from cltoolkit.suites.wmf.envs import Episodes  # noqa: E402
 from cltoolkit.suites.wmf.models import WmfProtocol  # noqa: E402
 from cltoolkit.suites.wmf.suite import make_method  # noqa: E402
@@ -34,7 +35,7 @@ def _episodes(lengths: list[int], steps: int = 12) -> Episodes:
 
 def test_terminal_frames_and_short_episodes_are_dropped_as_the_seed_buffer_does() -> None:
     data = _episodes([10, 3, 5])
-    stored = _stored_as_the_seed_does(data, 5)
+    stored = stored_as_the_seed_does(data, 5)
     starts = {e: sorted(s for ee, s in stored.windows(5).tolist() if ee == e) for e in range(3)}
     assert starts == {0: [0, 1, 2, 3, 4, 5], 1: [], 2: [0]}  # frames 0..n-1 only; 3 < 5 steps: unused
     assert max(t for e, t in stored.transitions().tolist() if e == 0) == 8  # (frame 8, frame 9): never frame 10

@@ -16,7 +16,8 @@ pytest.importorskip("minigrid")
 
 from cltoolkit.errors import FingerprintMiss  # noqa: E402
 from cltoolkit.registry import registries  # noqa: E402
-from cltoolkit.suites.wmf.driver import _fresh, _plain, _stored_as_the_seed_does, derived_seed, run_cell  # noqa: E402
+from cltoolkit.suites.wmf.data import derived_seed, stored_as_the_seed_does  # noqa: E402
+from cltoolkit.suites.wmf.driver import _fresh, _plain, run_cell  # noqa: E402
 from cltoolkit.suites.wmf.envs import collect_stream, make_env  # noqa: E402
 from cltoolkit.suites.wmf.models import WmfProtocol  # noqa: E402
 from cltoolkit.suites.wmf.suite import make_method  # noqa: E402
@@ -37,7 +38,7 @@ def _first_update_loss(protocol: WmfProtocol, rendering: str, seed: int) -> floa
         (train,) = collect_stream(env, (1,), 60, seed)
     finally:
         env.close()
-    data = _stored_as_the_seed_does(train, protocol.training.sequenceLength)
+    data = stored_as_the_seed_does(train, protocol.training.sequenceLength)
     model = _fresh(protocol, _plain, env.width, seed, "cpu")
     cfg = protocol.training.model_copy(update={"updatesPerTask": 1})
     log = train_phase(
