@@ -62,7 +62,7 @@ def without_environment_lines(text: str) -> str:
 def _verdict(p: Any, r: Results) -> str:
     """One line that answers first: how many confirmatory gates pass, which fail or cannot be evaluated."""
     if not r.gates:
-        return "**Verdict:** no gates are declared; the suite's summaries below are the results."
+        return f"**Verdict:** {_incomplete(r)}no gates are declared; the suite's summaries below are the results."
     confirmatory = {g.id for g in p.gates if g.confirmatory}
     conf = [g for g in r.gates if g.id in confirmatory and g.test != "report-only"]
     parts = []
@@ -97,7 +97,18 @@ def _verdict(p: Any, r: Results) -> str:
             parts.append(
                 f"the same decisions at the cluster level of the design (up to {n} clusters; not pre-registered)"
             )
-    return f"**Verdict:** {first}{'; '.join(parts)}."
+    return f"**Verdict:** {_incomplete(r)}{first}{'; '.join(parts)}."
+
+
+def _incomplete(r: Results) -> str:
+    """A stage reported while its runs go on says so before any decision."""
+    runs = r.runs
+    if not runs.missing:
+        return ""
+    return (
+        f"incomplete stage ({runs.completed} of {runs.planned} planned runs completed, {runs.missing} not yet run): "
+        "every number below is of the runs so far. "
+    )
 
 
 def _unit(gate: Any, regs: Registries) -> str:

@@ -8,9 +8,12 @@ import re
 
 import pytest
 
+from cltoolkit.freeze_actions import freeze
 from cltoolkit.protocol.models import Gate
 from cltoolkit.report import figures, format
-from tests.conftest import REPO
+from cltoolkit.run.runner import RunOptions, Selection, run_protocol
+from tests.conftest import REPO, write
+from tests.toy_suite import toy_protocol
 
 
 def _gate(test: str, comparator: str, **extra: object) -> Gate:
@@ -154,3 +157,13 @@ def test_nav4_floor_warning() -> None:
     floored = floor_lines({"a": comparison([0.0, 0.0], [0.5, 0.0]), "b": comparison([0.0, 0.0], [0.0, 0.0])})
     assert floored[0].startswith("**WARNING: floor: key at 0.00 success in every run of every comparison")
     assert floor_lines({"a": comparison([0.0, 0.1], [0.5, 0.0])}) == []
+
+
+def test_a_stage_reported_before_its_runs_are_in_says_so_first(toy, cli) -> None:
+    write(toy.protocol_path("toy-v1"), toy_protocol(seeds=3))
+    freeze(toy, "toy-v1")
+    run_protocol(toy, "toy-v1", RunOptions(selection=Selection(seeds=(0, 1))))
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    text = (toy.reports_dir / "toy-v1" / "report.md").read_text()
+    verdict = next(line for line in text.splitlines() if "Verdict" in line)
+    assert verdict.startswith("**Verdict:** incomplete stage (") and "not yet run" in verdict, verdict
