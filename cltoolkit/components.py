@@ -67,7 +67,7 @@ def method_problems(suite: type[Suite[Any]], name: str, method: object) -> list[
             f"method {name!r} asks for {', '.join(extra)} data (data_access); the {suite.name} suite gives methods "
             f"{', '.join(sorted(suite.data_given))} only"
         ]
-    return []
+    return [f"method {name!r}: {line}" for line in method.contract_problems()]
 
 
 M = TypeVar("M", bound="Method")
@@ -133,6 +133,12 @@ class Method(ABC):
     data_access: ClassVar[frozenset[str]] = frozenset({"training"})
     """What the method asks to be given (a suite refuses, at validation, a method that asks for more than its
     `data_given`: test and validation data are never given)."""
+
+    @classmethod
+    def contract_problems(cls) -> list[str]:
+        """Hooks and class settings that cannot work together in the suite's driver (one line each; refused at
+        validation, before any run). A suite's method base says which."""
+        return []
 
 
 class Metric(ABC):

@@ -117,11 +117,23 @@ class WantsTest(WorldModelMethod):
 
     summary = "asks for test data"
     data_access = frozenset({"training", "test"})
+
+
+class MasksTheSharedModel(WorldModelMethod):
+    """A masking method on the suite's shared task-A model: its ownership() would never be called."""
+
+    summary = "masks without its own task-A phase"
+
+    def ownership(self, model, task):
+        return None
 '''
     )
-    project = _project(
-        tmp_path, source, {"mine.plain": "mymethods:NotAnInterface", "mine.test": "mymethods:WantsTest"}, "wmf"
-    )
+    components = {
+        "mine.plain": "mymethods:NotAnInterface",
+        "mine.test": "mymethods:WantsTest",
+        "mine.masks": "mymethods:MasksTheSharedModel",
+    }
+    project = _project(tmp_path, source, components, "wmf")
     code, out = _validate(project, "mine.plain", {})
     problems = [line for line in out.splitlines() if "/comparisons/0/method" in line]
     assert code != 0 and len(problems) == 1, out
@@ -129,6 +141,8 @@ class WantsTest(WorldModelMethod):
     code, out = _validate(project, "mine.test", {})
     assert code != 0 and "asks for test data (data_access); the wmf suite gives methods" in out, out
     assert "Traceback" not in out
+    code, out = _validate(project, "mine.masks", {})
+    assert code != 0 and "overrides ownership() with own_task_a_model False" in out and "Traceback" not in out, out
 
 
 def test_a_nav4_method_without_the_learners_fields_is_refused_at_validation(tmp_path: Path) -> None:

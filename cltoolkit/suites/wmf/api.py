@@ -244,6 +244,16 @@ class WorldModelMethod(Method, Generic[ParamsT]):
     def __post_init__(self) -> None:
         """Set up the method's own state (subclasses override; called once per run)."""
 
+    @classmethod
+    def contract_problems(cls) -> list[str]:
+        if cls.ownership is not WorldModelMethod.ownership and not cls.own_task_a_model:
+            return [
+                "overrides ownership() with own_task_a_model False: masking prunes and retrains the method's own "
+                "task-A phase (the shared task-A model has spent task A's updates), so ownership() would never be "
+                "called; set own_task_a_model = True"
+            ]
+        return []
+
     @property
     def stream_name(self) -> str:
         return self.stream or self.name
@@ -278,8 +288,8 @@ class WorldModelMethod(Method, Generic[ParamsT]):
     def ownership(self, model: RSSM, task: TaskEnd) -> Mapping[str, torch.Tensor] | None:
         """A masking method's owners after task A's updates: per managed parameter (`model.named_parameters()`
         names), an integer tensor of its shape, 0 (task A keeps it) or 1 (given to task B). The suite checks them,
-        sets task B's weights to 0 and evaluates task A with them at 0. Called only with `own_task_a_model` (the
-        task-A phase is the method's own); None (default): no masking."""
+        sets task B's weights to 0 and evaluates task A with them at 0. Needs `own_task_a_model` (the task-A phase
+        is the method's own; a method without it is refused at validation); None (default): no masking."""
         return None
 
     def retrain_updates(self) -> int:
