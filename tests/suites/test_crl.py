@@ -30,7 +30,7 @@ from cltoolkit.suites.crl.methods import (
     SingleTask,
 )
 from cltoolkit.suites.crl.metrics import cw_metrics, forward_transfer
-from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
+from cltoolkit.suites.crl.models import CrlLearner, CrlProtocol, StreamTask
 from cltoolkit.suites.crl.sac import LEAKY_SLOPE, Actor, DiscreteActor, Sac, SacConfig, TwinCritic, target_entropy
 
 
@@ -107,6 +107,41 @@ def test_one_backward_gives_each_part_only_its_own_loss_gradient() -> None:
         for total, alone in zip(grads("total", group), grads(own, group), strict=True):
             torch.testing.assert_close(total, alone)
     assert any(g.abs().sum() > 0 for g in grads("policy", "actor"))
+
+
+def test_clipnorm_clips_the_actors_the_critics_and_alphas_gradients_each_to_its_own_norm() -> None:
+    """CW's `--clipnorm` (its PackNet runs): the actor's gradients to one global norm, the critics' to another, the
+    entropy coefficients' to a norm of their own; a protocol sets it as `learner.clipNorm`."""
+    torch.manual_seed(1)
+    sac = Sac(SacConfig(obs_dim=4, act_dim=2, heads=2, hidden=(8, 8), clipnorm=1e-3))
+    sac.losses(_batch(6, 4, 2, heads=2))["total"].backward()
+
+    def norm(params: Sequence[torch.Tensor]) -> float:
+        return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params])))
+
+    groups = {"actor": list(sac.actor.parameters()), "critic": list(sac.critic.parameters()), "alpha": [sac.log_alpha]}
+    before = {k: norm(v) for k, v in groups.items()}
+    assert all(n > 1e-3 for n in before.values()), before  # every group needs clipping here
+    sac.clip()
+    for group, params in groups.items():
+        assert norm(params) == pytest.approx(1e-3, rel=1e-4), group
+    assert CrlLearner.model_validate({"clipNorm": 2e-5}).clipNorm == 2e-5
+    assert CrlLearner().clipNorm is None  # CW's default: no clipping
+
+
+def test_a_protocols_clipnorm_reaches_every_update_of_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = _protocol(stepsPerTask=100)
+    clipped = plain.model_copy(update={"learner": plain.learner.model_copy(update={"clipNorm": 1e-9})})
+    seen: list[float | None] = []
+    clip = Sac.clip
+
+    def spy(sac: Sac) -> None:
+        seen.append(sac.config.clipnorm)
+        clip(sac)
+
+    monkeypatch.setattr(Sac, "clip", spy)
+    out = run_stream(clipped, _method(CrlFinetuning), seed=0)
+    assert set(seen) == {1e-9} and len(seen) == sum(out["metrics"]["updatesPerTask"].values())
 
 
 def test_the_entropy_coefficient_starts_at_e_per_task_as_cw_initialises_log_alpha() -> None:

@@ -208,6 +208,7 @@ def run_stream(
             alphas=heads,
             discrete=discrete,
             target_entropy_scale=learner.targetEntropyScale,
+            clipnorm=learner.clipNorm,
         )
         sac = Sac(config)
         capacity = min(learner.bufferSize, stream.stepsPerTask * (len(tasks) if method.keep_buffer else 1))

@@ -100,6 +100,10 @@ class CrlLearner(Strict):
     """No updates before this many steps of a task."""
     updateEvery: int = Field(default=50, ge=1, le=10**6)
     """Every this many steps, as many updates (one per step on average)."""
+    clipNorm: float | None = Field(default=None, gt=0, le=1e6)
+    """Clip the actor's gradient and the critics' to this global norm each, and the entropy coefficients' to this
+    norm, after the method's gradient hooks and before the step (CW's `--clipnorm`; None, CW's default: no clipping;
+    CW's PackNet runs use 2e-5)."""
 
 
 class Evaluation(Strict):
