@@ -270,7 +270,7 @@ class WmfPackNet(_WmfLibrary[lib.PackNetFields]):
     trains every weight for `training.updatesPerTask - retrainUpdates` updates, keeps the largest half of each weight
     matrix (`ownership`; the suite sets the rest to 0 and retrains task A's half for `retrainUpdates` updates, biases
     and normalisation frozen from then on); task B trains only the weights released to it. Task A is evaluated with
-    task B's weights at 0, so its task-A model is exactly the one it left task A with (PF and RD 0 by construction:
+    task B's weights at 0, so its task-A model is exactly the one it left task A with (PF 0, RD 0 up to rounding:
     the price is the capacity, seen in task B's fit and FT). Evaluation so knows the task, which no other wmf method
     is told: a declared difference (PackNet needs task identity at test time)."""
 
