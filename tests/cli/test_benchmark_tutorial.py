@@ -51,7 +51,7 @@ def test_a_declared_stream_runs_from_init_to_a_checked_report(
     assert ft["referenceRuns"] == 2 and set(ft) >= {"finetuning", "memory"}
     assert "Forward transfer (CW's normalized form" in report
     grid = json.loads((project / "protocols" / "gridbench-v1.json").read_text())
-    assert grid["status"]["stage"] == "reported" and grid["learner"]["algorithm"] == "sac-discrete"
+    assert grid["status"]["stage"] == "reported" and grid["learner"]["algorithm"] == "ppo"
     records = [json.loads(p.read_text()) for p in (project / "runs" / "gridbench-v1").glob("*/record.json")]
     assert len(records) == 4 and all(r["status"]["state"] == "completed" for r in records)
-    assert all(r["budget"]["replaySamples"] > 0 for r in records if r["spec"]["comparison"] == "memory")
+    assert all(r["metrics"]["updatesPerTask"] == {"empty": 48, "doorkey": 48} for r in records)

@@ -142,6 +142,12 @@ def test_a_protocols_clipnorm_reaches_every_update_of_the_run(monkeypatch: pytes
     monkeypatch.setattr(Sac, "clip", spy)
     out = run_stream(clipped, _method(CrlFinetuning), seed=0)
     assert set(seen) == {1e-9} and len(seen) == sum(out["metrics"]["updatesPerTask"].values())
+    seen.clear()  # CW clips its PackNet runs only: the comparison's own clipNorm replaces the learner's
+    out = run_stream(clipped, _method(CrlPackNet, retrainUpdates=5, clipNorm=2e-5), seed=0)
+    assert set(seen) == {2e-5} and len(seen) == sum(out["metrics"]["updatesPerTask"].values())
+    seen.clear()
+    run_stream(plain, _method(CrlFinetuning), seed=0)
+    assert set(seen) == {None}
 
 
 def test_the_entropy_coefficient_starts_at_e_per_task_as_cw_initialises_log_alpha() -> None:
@@ -675,7 +681,7 @@ def test_the_same_methods_run_a_discrete_action_stream_with_their_samples_counte
 
 def test_a_learner_that_does_not_fit_the_streams_actions_is_refused_in_one_line() -> None:
     with pytest.raises(CheckFailed, match=r"'sac' needs Box actions, CartPole-v1 has Discrete\(2\) \(discrete actions: "
-                       r"learner.algorithm 'sac-discrete'\)"):  # fmt: skip
+                       r"learner.algorithm 'sac-discrete' or 'ppo'\)"):  # fmt: skip
         run_stream(_discrete_protocol(algorithm="sac"), _method(CrlFinetuning), seed=0)
     with pytest.raises(CheckFailed, match=r"'sac-discrete' needs Discrete actions 0..n-1 \(n >= 2\), Pendulum-v1"):
         run_stream(_protocol().model_copy(update={"learner": _discrete_protocol().learner}), _method(CrlFinetuning), 0)

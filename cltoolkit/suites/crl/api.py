@@ -1,6 +1,8 @@
 """The method interface of the `crl` suite: the suite owns the stream, the environments, the replay buffer, every
 update and every evaluation; the method owns what it adds to learning, through the same hooks as nav4 and wmf
-(`cltoolkit.suites.step`):
+(`cltoolkit.suites.step`). Each hook's `sac` is the run's learner: CW's SAC (`cltoolkit.suites.crl.sac`), or PPO where
+the protocol's `learner.algorithm` is `ppo` (`cltoolkit.suites.crl.ppo`: its `critic` is the value network, its
+batches carry each row's old log-probability, advantage and return, and it keeps no buffer across tasks):
 
 - `begin_task(sac, task)` / `end_task(sac, task)`: a task of the stream starts / ends (snapshots, importances);
 - `extra_loss(sac, batch, task)`: a term added to the update's SAC losses (it joins the actor's and the critics', as
@@ -32,8 +34,13 @@ from cltoolkit.protocol._base import Strict
 if TYPE_CHECKING:
     import torch
 
+    from cltoolkit.suites.crl.ppo import Ppo
     from cltoolkit.suites.crl.sac import Sac
     from cltoolkit.suites.step import Step
+
+    Learner = Sac | Ppo
+    """What every hook receives as `sac`: CW's SAC, or PPO where the protocol's `learner.algorithm` is `ppo` (the same
+    `actor`, `critic`, `config`, `losses(batch)` and `optimizer`; `cltoolkit.suites.crl.ppo`)."""
 
 __all__ = ["CrlMethod", "CrlTask", "EpisodicMemory", "ParamsT"]
 
@@ -68,7 +75,8 @@ class CrlTask:
 
 @dataclass
 class CrlMethod(Method, Generic[ParamsT]):
-    """Base of every crl method; it is plain SAC fine-tuning, CW's `finetuning`, until a subclass adds something."""
+    """Base of every crl method; it is plain fine-tuning of the learner (CW's `finetuning`), until a subclass adds
+    something."""
 
     suite: ClassVar[str] = "crl"
     regime: ClassVar[Literal["sequential", "single-task"]] = "sequential"
@@ -92,23 +100,23 @@ class CrlMethod(Method, Generic[ParamsT]):
         `episodic_mem_per_task`; 0: none)."""
         return 0
 
-    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+    def begin_task(self, sac: Learner, task: CrlTask) -> None:
         """A task starts."""
 
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+    def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         """A term added to the update's losses (None: nothing)."""
         return None
 
-    def after_backward(self, sac: Sac, step: Step) -> None:
+    def after_backward(self, sac: Learner, step: Step) -> None:
         """Gradients are in `p.grad`: change them here, never the parameters."""
 
-    def after_step(self, sac: Sac, step: Step) -> None:
+    def after_step(self, sac: Learner, step: Step) -> None:
         """The step is taken: read the new parameters; change nothing."""
 
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
+    def end_task(self, sac: Learner, task: CrlTask) -> None:
         """A task is over."""
 
-    def ownership(self, sac: Sac, task: CrlTask) -> Mapping[str, torch.Tensor] | None:
+    def ownership(self, sac: Learner, task: CrlTask) -> Mapping[str, torch.Tensor] | None:
         """After the task's last step and before its last evaluation (every task but the last): the owner (a task's
         index) of every entry of the parameters the method masks, keyed `actor.<name>` / `critic.<name>`, as integer
         tensors of the parameters' shapes; the weights of finished tasks keep their owners. The suite sets every

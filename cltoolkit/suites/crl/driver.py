@@ -14,6 +14,11 @@ Guards, as in nav4 and wmf (`cltoolkit.suites.guards`): a non-finite loss term o
 is counted by origin (the update's batch; transitions of earlier tasks in it are replay; anything else is charged as
 `budget.unaccountedSamples` declares).
 
+With `learner.algorithm: "ppo"` (discrete actions; `cltoolkit.suites.crl.ppo`) the loop is PPO's: the actor's
+samples from the first step, and after every `rolloutSteps` steps (and at each task's last step) GAE over the rollout
+and `epochs` x `minibatches` updates on it; the episodic memory of a finished task is a uniform sample of its
+rollouts' rows (their advantages and returns as computed then). Methods that keep an off-policy buffer are refused.
+
 A masking method (PackNet): after a task's last step and before its last evaluation (every task but the last), the
 method's `ownership` says which task owns each weight it manages; the suite sets the weights released to later tasks
 to 0, runs the method's `retrain_updates()` on the task's buffer with a fresh optimiser before and after (counted as
@@ -30,7 +35,9 @@ Imports torch and gymnasium: only a worker loads this module.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+import math
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -43,9 +50,10 @@ import torch
 from cltoolkit.errors import BudgetViolation, CheckFailed, NonFiniteValue
 from cltoolkit.suites import checkpoint
 from cltoolkit.suites.crl.api import CrlMethod, CrlTask
-from cltoolkit.suites.crl.memory import Buffer, CrlLedger, Episodic
+from cltoolkit.suites.crl.memory import Buffer, CrlLedger, Episodic, TaskSample
 from cltoolkit.suites.crl.metrics import cw_metrics
-from cltoolkit.suites.crl.models import CrlProtocol, StreamTask
+from cltoolkit.suites.crl.models import CrlLearner, CrlProtocol, StreamTask
+from cltoolkit.suites.crl.ppo import Ppo, PpoRollout
 from cltoolkit.suites.crl.sac import Sac, SacConfig
 from cltoolkit.suites.guards import SampleCounter, check_finite, first_non_finite_grad, overrides, unchanged
 from cltoolkit.suites.masks import Named, Ownership
@@ -74,11 +82,12 @@ def _make(task: StreamTask, max_steps: int) -> Any:
     return env
 
 
-def _spaces(envs: list[Any], tasks: list[StreamTask], discrete: bool = False) -> tuple[int, int]:
+def _spaces(envs: list[Any], tasks: list[StreamTask], algorithm: str = "sac") -> tuple[int, int]:
     """The common observation width and action width (or number of discrete actions); every task must have the same
     (one network serves the stream)."""
     from gymnasium import spaces
 
+    discrete = algorithm != "sac"
     shapes = set()
     for env, task in zip(envs, tasks, strict=True):
         act, obs = env.action_space, env.observation_space
@@ -92,12 +101,11 @@ def _spaces(envs: list[Any], tasks: list[StreamTask], discrete: bool = False) ->
             needs = "Discrete actions 0..n-1 (n >= 2)" if discrete else "Box actions"
             hint = ""
             if isinstance(act, spaces.Discrete) and not discrete:
-                hint = " (discrete actions: learner.algorithm 'sac-discrete')"
+                hint = " (discrete actions: learner.algorithm 'sac-discrete' or 'ppo')"
             elif isinstance(act, spaces.Box) and discrete:
                 hint = " (continuous actions: learner.algorithm 'sac')"
-            learner = "sac-discrete" if discrete else "sac"
             raise CheckFailed(
-                f"stream task {task.id!r}: learner.algorithm {learner!r} needs {needs}, {task.env} has {act}{hint}"
+                f"stream task {task.id!r}: learner.algorithm {algorithm!r} needs {needs}, {task.env} has {act}{hint}"
             )
     if len(shapes) != 1:
         raise CheckFailed(f"the stream's tasks differ in (observation, action) width: {sorted(shapes)}")
@@ -121,8 +129,11 @@ def _success(task: StreamTask, infos: list[dict[str, Any]], total: float) -> boo
     return total >= task.success.returnAtLeast
 
 
+Learner = Sac | Ppo
+
+
 def _evaluate(
-    sac: Sac,
+    sac: Learner,
     envs: list[Any],
     protocol: CrlProtocol,
     seed: int,
@@ -141,7 +152,7 @@ def _evaluate(
 
 
 def _success_rate(
-    sac: Sac, env: Any, k: int, protocol: CrlProtocol, seed: int, round_: int, ledger: CrlLedger
+    sac: Learner, env: Any, k: int, protocol: CrlProtocol, seed: int, round_: int, ledger: CrlLedger
 ) -> float:
     """Task `k`'s success rate over the evaluation's episodes."""
     ev, task = protocol.evaluation, protocol.stream.tasks[k]
@@ -176,6 +187,99 @@ def _charge_other(ledger: CrlLedger, other: int, policy: str, task: str, update:
     )
 
 
+class _OffPolicy:
+    """SAC's side of the loop: `startSteps` random actions, then the actor's; the replay buffer; every
+    `updateEvery` steps after `updateAfter`, as many updates on batches drawn uniformly from it."""
+
+    def __init__(self, learner: CrlLearner, buffer: Buffer, batch_size: int, act_dim: int, rng: np.random.Generator):
+        self.learner, self.buffer, self.batch_size, self.act_dim, self.rng = learner, buffer, batch_size, act_dim, rng
+
+    def begin_task(self, clear: bool) -> None:
+        if clear:
+            self.buffer.clear()
+
+    def act(self, sac: Learner, obs: Any, t: int, head: int) -> np.ndarray:
+        if t < self.learner.startSteps and self.learner.algorithm == "sac-discrete":
+            return np.array([self.rng.integers(self.act_dim)], np.float32)
+        if t < self.learner.startSteps:
+            return self.rng.uniform(-1.0, 1.0, size=self.act_dim).astype(np.float32)
+        action: np.ndarray = sac.act(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1), head)[0].numpy()
+        return action
+
+    def observe(
+        self, sac: Learner, obs: Any, action: np.ndarray, reward: float, next_obs: Any, ends: tuple[bool, bool],
+        task: int, last: bool,
+    ) -> None:  # fmt: skip
+        self.buffer.add(np.ravel(obs), action, reward, np.ravel(next_obs), ends[0], task)
+
+    def batches(self, t: int, last: bool) -> Iterator[dict[str, torch.Tensor]]:
+        if t >= self.learner.updateAfter and (t + 1) % self.learner.updateEvery == 0:
+            for _ in range(self.learner.updateEvery):
+                yield self.buffer.sample(self.batch_size)
+
+    def retrain(self, n: int) -> Iterator[dict[str, torch.Tensor]]:
+        for _ in range(n):
+            yield self.buffer.sample(self.batch_size)
+
+    def keep(self, episodic: Episodic, task: int) -> None:
+        episodic.keep(self.buffer, task)
+
+
+class _OnPolicy:
+    """PPO's side of the loop: the actor's samples from the first step; after every `rolloutSteps` steps (and at a
+    task's last step) GAE over the rollout and `epochs` x `minibatches` updates on it; a uniform sample of the task's
+    rollouts for the episodic memory."""
+
+    def __init__(self, learner: CrlLearner, obs_dim: int, per_task: int, rng: np.random.Generator) -> None:
+        self.learner, self.settings = learner, learner.ppo_settings
+        self.rollout = PpoRollout(self.settings.rolloutSteps, obs_dim, rng)
+        self.sample = TaskSample(per_task, rng) if per_task else None
+        self.pending = (0.0, 0.0)
+
+    def begin_task(self, clear: bool) -> None:
+        self.rollout.clear()
+        if self.sample is not None:
+            self.sample.clear()
+
+    def act(self, ppo: Learner, obs: Any, t: int, head: int) -> np.ndarray:
+        assert isinstance(ppo, Ppo)
+        action, logp, value = ppo.sample(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1), head)
+        self.pending = (logp, value)
+        out: np.ndarray = action.numpy()
+        return out
+
+    def observe(
+        self, ppo: Learner, obs: Any, action: np.ndarray, reward: float, next_obs: Any, ends: tuple[bool, bool],
+        task: int, last: bool,
+    ) -> None:  # fmt: skip
+        assert isinstance(ppo, Ppo)
+        self.rollout.add(np.ravel(obs), action, *self.pending, reward, task)
+        terminated, truncated = ends
+        bootstrap = None
+        if not terminated and (truncated or self.rollout.full or last):  # the value after the rollout's last step
+            bootstrap = ppo.value(torch.as_tensor(next_obs, dtype=torch.float32).reshape(1, -1))
+        self.rollout.end_step(terminated, truncated, bootstrap)
+
+    def batches(self, t: int, last: bool) -> Iterator[dict[str, torch.Tensor]]:
+        if not (self.rollout.full or last):
+            return
+        self.rollout.finish(self.learner.gamma, self.settings.gaeLambda)
+        if self.sample is not None:
+            self.sample.offer(self.rollout.arrays())
+        yield from self.rollout.minibatches(self.settings.epochs, self.settings.minibatches)
+        if not last:  # a task's last rollout stays for a masking method's retraining
+            self.rollout.clear()
+
+    def retrain(self, n: int) -> Iterator[dict[str, torch.Tensor]]:
+        """`n` updates on the task's last rollout, in passes of `minibatches`."""
+        parts = min(self.settings.minibatches, self.rollout.size)
+        return itertools.islice(self.rollout.minibatches(math.ceil(n / parts), parts), n)
+
+    def keep(self, episodic: Episodic, task: int) -> None:
+        assert self.sample is not None
+        episodic.keep_rows(self.sample.rows())
+
+
 def run_stream(
     protocol: CrlProtocol,
     method: CrlMethod[Any],
@@ -193,8 +297,8 @@ def run_stream(
     train_envs = [_make(t, stream.maxEpisodeSteps) for t in tasks]
     eval_envs = [_make(t, stream.maxEpisodeSteps) for t in tasks]
     try:
-        discrete = learner.algorithm == "sac-discrete"
-        obs_dim, act_dim = _spaces(train_envs, tasks, discrete)
+        discrete = learner.algorithm != "sac"
+        obs_dim, act_dim = _spaces(train_envs, tasks, learner.algorithm)
         heads = len(tasks) if learner.heads == "per-task" else 1
         config = SacConfig(
             obs_dim,
@@ -208,24 +312,36 @@ def run_stream(
             alphas=heads,
             discrete=discrete,
             target_entropy_scale=learner.targetEntropyScale,
-            clipnorm=learner.clipNorm,
+            clipnorm=getattr(method.params, "clipNorm", None) or learner.clipNorm,
         )
-        sac = Sac(config)
-        capacity = min(learner.bufferSize, stream.stepsPerTask * (len(tasks) if method.keep_buffer else 1))
-        buffer = Buffer(capacity, obs_dim, config.action_width, method.selection, rng)
-        batch_size = getattr(method.params, "batchSize", None) or learner.batchSize
+        on_policy = learner.algorithm == "ppo"
+        if on_policy and method.keep_buffer:
+            raise CheckFailed(f"{method.name or type(method).__name__} keeps an off-policy replay buffer across tasks; "
+                              "learner.algorithm 'ppo' learns from its own rollouts")  # fmt: skip
+
+        def new_learner() -> Learner:
+            return Ppo(config, learner.ppo_settings) if on_policy else Sac(config)
+
+        sac = new_learner()
+        collector: _OffPolicy | _OnPolicy
+        if on_policy:
+            collector = _OnPolicy(learner, obs_dim, method.episodic_per_task(), rng)
+        else:
+            capacity = min(learner.bufferSize, stream.stepsPerTask * (len(tasks) if method.keep_buffer else 1))
+            buffer = Buffer(capacity, obs_dim, config.action_width, method.selection, rng)
+            batch_size = getattr(method.params, "batchSize", None) or learner.batchSize
+            collector = _OffPolicy(learner, buffer, batch_size, act_dim, rng)
         ledger = CrlLedger()
         counter = SampleCounter(sac.actor, also=[sac.critic], on_bookkeeping=lambda n: _book(ledger, n))
 
         def named() -> list[tuple[str, torch.nn.Parameter]]:
             return [*sac.actor.named_parameters(), *sac.critic.named_parameters()]
 
-        def update(task: CrlTask, index: int) -> None:  # the suite's update (`sac` and `counter` as they are now)
+        def update(task: CrlTask, index: int, batch: dict[str, torch.Tensor]) -> None:  # `sac`, `counter` as now
             _update(
                 sac,
                 method,
-                buffer,
-                batch_size,
+                batch,
                 task,
                 index,
                 counter,
@@ -253,11 +369,12 @@ def run_stream(
         if episodic is not None:
             episodic.counter = counter
         identity = checkpoint.identity(protocol, method.name, dict(method.hyperparameters), seed, unaccounted)
-        keeps = method.regime != "single-task" and (method.keep_buffer or not learner.resetBufferOnTaskChange)
+        keeps = not on_policy and method.regime != "single-task"
+        keeps = keeps and (method.keep_buffer or not learner.resetBufferOnTaskChange)
         first = 0
         saved = checkpoint.load(workdir, identity) if workdir is not None else None
         if saved is not None:  # an interrupted run: resume after its last finished task
-            first = _Resumable(sac, buffer, episodic, rng, ledger, method, keeps, owners).restore(saved)
+            first = _Resumable(sac, collector, episodic, rng, ledger, method, keeps, owners).restore(saved)
             success, active = saved["success"], saved["active"]
             print(f"resumed from the checkpoint after task {first} (of {len(tasks)})", flush=True)  # the run's log
         elif workdir is not None and (why := checkpoint.not_resumed(workdir)) is not None:
@@ -271,13 +388,13 @@ def run_stream(
             if index and method.regime == "single-task":  # a reference: every task learnt from scratch
                 counter.close()
                 torch.manual_seed(int(np.random.SeedSequence([seed, index, 3]).generate_state(1)[0] >> 1))
-                sac = Sac(config)
+                sac = new_learner()
                 counter = SampleCounter(sac.actor, also=[sac.critic], on_bookkeeping=lambda n: _book(ledger, n))
-                buffer.clear()
+                collector.begin_task(clear=True)
             elif index and learner.resetOptimizerOnTaskChange:
                 sac.optimizer = sac.new_optimizer()
             if index and not method.keep_buffer and learner.resetBufferOnTaskChange:
-                buffer.clear()
+                collector.begin_task(clear=True)
             with counter.armed():
                 unchanged(named, "begin_task", partial(method.begin_task, sac, task), "the networks' weights")
             env = train_envs[index]
@@ -285,23 +402,19 @@ def run_stream(
             env.action_space.seed(int(rng.integers(2**31)))  # unused by the suite's own sampling; kept: it moves rng
             updates = 0
             for t in range(stream.stepsPerTask):
-                if t < learner.startSteps and discrete:
-                    action = np.array([rng.integers(act_dim)], np.float32)
-                elif t < learner.startSteps:
-                    action = rng.uniform(-1.0, 1.0, size=act_dim).astype(np.float32)
-                else:
-                    action = sac.act(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1), head)[0].numpy()
+                last = t + 1 == stream.stepsPerTask
+                action = collector.act(sac, obs, t, head)
                 next_obs, reward, terminated, truncated, _ = env.step(_to_env(action, env.action_space))
-                buffer.add(np.ravel(obs), action, float(reward), np.ravel(next_obs), bool(terminated), index)
+                ends = (bool(terminated), bool(truncated))
+                collector.observe(sac, obs, action, float(reward), next_obs, ends, index, last)
                 ledger.environmentSteps += 1
                 obs = next_obs
                 if terminated or truncated:
                     obs, _ = env.reset()
-                if t >= learner.updateAfter and (t + 1) % learner.updateEvery == 0:
-                    for _ in range(learner.updateEvery):
-                        update(task, updates)
-                        updates += 1
-                if t + 1 == stream.stepsPerTask and index + 1 < len(tasks) and (masking or retrain):
+                for batch in collector.batches(t, last):
+                    update(task, updates, batch)
+                    updates += 1
+                if last and index + 1 < len(tasks) and (masking or retrain):
                     if owners is not None:
                         declared = unchanged(
                             named, "ownership", partial(method.ownership, sac, task), "the networks' weights"
@@ -309,12 +422,12 @@ def run_stream(
                         if declared is not None:
                             ledger.releasedWeights += owners.assign(tagged, declared, index)
                     sac.optimizer = sac.new_optimizer()  # Adam's moments would move the weights just released
-                    for _ in range(retrain):
-                        update(task, updates)
+                    for batch in collector.retrain(retrain):
+                        update(task, updates, batch)
                         updates += 1
                     ledger.retrainUpdates += retrain
                     sac.optimizer = sac.new_optimizer()
-                if (t + 1) % ev.every == 0 or t + 1 == stream.stepsPerTask:
+                if (t + 1) % ev.every == 0 or last:
                     rates = _evaluate(sac, eval_envs, protocol, seed, len(success), ledger, owners, tagged)
                     success.append(rates)
                     active.append(index)
@@ -323,13 +436,13 @@ def run_stream(
             with counter.armed():
                 unchanged(named, "end_task", partial(method.end_task, sac, task), "the networks' weights")
             if episodic is not None:
-                episodic.keep(buffer, index)
+                collector.keep(episodic, index)
             for name, value in named():
                 if not bool(torch.isfinite(value.detach()).all()):
                     raise NonFiniteValue(spec.id, updates, f"parameter {name}", "end of task")
             ledger.perTask[spec.id] = {"environmentSteps": stream.stepsPerTask, "gradientUpdates": updates}
             if workdir is not None and index + 1 < len(tasks):
-                state = _Resumable(sac, buffer, episodic, rng, ledger, method, keeps, owners).state(index + 1)
+                state = _Resumable(sac, collector, episodic, rng, ledger, method, keeps, owners).state(index + 1)
                 checkpoint.save(workdir, identity, {**state, "success": success, "active": active})
         counter.close()
         if workdir is not None:
@@ -378,8 +491,8 @@ def run_stream(
 class _Resumable:
     """What the rest of a run depends on at a task boundary (the evaluations so far travel beside it)."""
 
-    sac: Sac
-    buffer: Buffer
+    sac: Learner
+    collector: _OffPolicy | _OnPolicy
     episodic: Episodic | None
     rng: np.random.Generator
     ledger: CrlLedger
@@ -390,17 +503,14 @@ class _Resumable:
     owners: Ownership | None = None
 
     def state(self, next_task: int) -> dict[str, Any]:
-        sac = self.sac
+        collector = self.collector
+        buffer = collector.buffer.state_dict() if isinstance(collector, _OffPolicy) and self.keeps_buffer else None
         return {
             "next": next_task,
-            "actor": sac.actor.state_dict(),
-            "critic": sac.critic.state_dict(),
-            "target": sac.target.state_dict(),
-            "logAlpha": sac.log_alpha.detach().clone(),
-            "optimizer": sac.optimizer.state_dict(),
+            **self.sac.state_dict(),
             "torch": torch.get_rng_state(),
             "rng": self.rng.bit_generator.state,
-            "buffer": self.buffer.state_dict() if self.keeps_buffer else None,
+            "buffer": buffer,
             "episodic": self.episodic.state_dict() if self.episodic is not None else None,
             "ledger": dict(vars(self.ledger)),
             "method": self.method.state_dict(),
@@ -409,17 +519,11 @@ class _Resumable:
 
     def restore(self, saved: dict[str, Any]) -> int:
         """Put a checkpoint's state back; returns the index of the task to run next."""
-        sac = self.sac
-        sac.actor.load_state_dict(saved["actor"])
-        sac.critic.load_state_dict(saved["critic"])
-        sac.target.load_state_dict(saved["target"])
-        with torch.no_grad():
-            sac.log_alpha.copy_(saved["logAlpha"])
-        sac.optimizer.load_state_dict(saved["optimizer"])
+        self.sac.load_state_dict(saved)
         torch.set_rng_state(saved["torch"])
         self.rng.bit_generator.state = saved["rng"]
-        if saved["buffer"] is not None:
-            self.buffer.load_state_dict(saved["buffer"])
+        if saved["buffer"] is not None and isinstance(self.collector, _OffPolicy):
+            self.collector.buffer.load_state_dict(saved["buffer"])
         if self.episodic is not None and saved["episodic"] is not None:
             self.episodic.load_state_dict(saved["episodic"])
         if self.owners is not None and saved.get("ownership") is not None:
@@ -435,10 +539,9 @@ def _book(ledger: CrlLedger, n: int) -> None:
 
 
 def _update(
-    sac: Sac,
+    sac: Learner,
     method: CrlMethod[Any],
-    buffer: Buffer,
-    batch_size: int,
+    batch: dict[str, torch.Tensor],
     task: CrlTask,
     update: int,
     counter: SampleCounter,
@@ -448,15 +551,14 @@ def _update(
     after_step: bool,
     named: Callable[[], list[tuple[str, torch.nn.Parameter]]],
 ) -> None:
-    batch = buffer.sample(batch_size)
     rows = batch.pop("task")
     batch["head"] = rows if sac.config.heads > 1 else torch.zeros_like(rows)
     with counter.armed():
-        counter.begin_update(batch["obs"], batch["next_obs"])
+        counter.begin_update(*(batch[k] for k in ("obs", "next_obs") if k in batch))
         extra = method.extra_loss(sac, batch, task)
         with counter.suite_call():
             losses = sac.losses(batch, extra)
-        for term, name in (("value", "the critics' loss"), ("policy", "the actor's loss"), ("entropy", "alpha's loss")):
+        for term, name in sac.TERMS:
             check_finite(losses[term], task.id, update, name, "none")
         last = "none"
         if extra is not None:
@@ -477,7 +579,7 @@ def _update(
         other = counter.end_update()
     if other:
         _charge_other(ledger, other, unaccounted, task.id, update)
-    bad = first_non_finite_grad([*named(), ("log_alpha", sac.log_alpha)])
+    bad = first_non_finite_grad([*named(), *sac.others()])
     if bad is not None:
         raise NonFiniteValue(task.id, update, f"the gradient of {bad}", last)
     sac.clip()
@@ -485,7 +587,7 @@ def _update(
     sac.update_targets()
     replayed = int((rows != task.index).sum())
     ledger.gradientUpdates += 1
-    ledger.samplesProcessed += batch_size
+    ledger.samplesProcessed += len(rows)
     ledger.replaySamples += replayed
     if after_step:
         with counter.armed():

@@ -11,7 +11,7 @@ import torch
 
 from cltoolkit.suites.guards import SampleCounter
 
-__all__ = ["Buffer", "CrlLedger", "Episodic"]
+__all__ = ["Buffer", "CrlLedger", "Episodic", "TaskSample"]
 
 
 @dataclass
@@ -106,18 +106,14 @@ class Episodic:
         return len(self.pool["obs"]) if self.pool else 0
 
     def keep(self, buffer: Buffer, task: int) -> None:
+        """`per_task` of the task's transitions in the replay buffer, drawn uniformly (all, where it has fewer)."""
         rows = np.flatnonzero(buffer.task[: buffer.size] == task)
         take = rows if len(rows) <= self.per_task else self.rng.choice(rows, self.per_task, replace=False)
-        self.parts.append(
-            {
-                "obs": buffer.obs[take].copy(),
-                "next_obs": buffer.next_obs[take].copy(),
-                "actions": buffer.actions[take].copy(),
-                "rewards": buffer.rewards[take].copy(),
-                "done": buffer.done[take].copy(),
-                "task": buffer.task[take].copy(),
-            }
-        )
+        self.keep_rows({k: getattr(buffer, k)[take].copy() for k in Buffer._ARRAYS})
+
+    def keep_rows(self, part: dict[str, np.ndarray]) -> None:
+        """A finished task's rows as they are (PPO's: a uniform sample of the task's rollouts, `TaskSample`)."""
+        self.parts.append(part)
         self.pool = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
 
     def state_dict(self) -> dict[str, Any]:
@@ -135,5 +131,38 @@ class Episodic:
         self.ledger.samplesProcessed += n
         if self.counter is not None:
             self.counter.drew(batch["obs"])
-            self.counter.drew(batch["next_obs"])
+            if "next_obs" in batch:
+                self.counter.drew(batch["next_obs"])
         return batch
+
+
+class TaskSample:
+    """A uniform sample of at most `capacity` rows of everything offered (reservoir sampling, Vitter's algorithm R):
+    a PPO run's episodic memory of the current task, offered each finished rollout."""
+
+    def __init__(self, capacity: int, rng: np.random.Generator) -> None:
+        self.capacity, self.rng = capacity, rng
+        self.arrays: dict[str, np.ndarray] = {}
+        self.size = 0
+        self.seen = 0
+
+    def clear(self) -> None:
+        self.arrays, self.size, self.seen = {}, 0, 0
+
+    def offer(self, rows: dict[str, np.ndarray]) -> None:
+        if not self.arrays:
+            self.arrays = {k: np.zeros((self.capacity, *v.shape[1:]), v.dtype) for k, v in rows.items()}
+        for i in range(len(rows["obs"])):
+            self.seen += 1
+            if self.size < self.capacity:
+                slot, self.size = self.size, self.size + 1
+            else:
+                slot = int(self.rng.integers(self.seen))
+                if slot >= self.capacity:
+                    continue
+            for k, v in rows.items():
+                self.arrays[k][slot] = v[i]
+
+    def rows(self) -> dict[str, np.ndarray]:
+        """The sample's rows (copies)."""
+        return {k: v[: self.size].copy() for k, v in self.arrays.items()}

@@ -1,6 +1,8 @@
-"""The crl suite's methods: CW's fine-tuning, its L2 and EWC regularizers (the method library's algorithms, applied
-to the actor's and the critics' shared parameters: CW's `common_variables`, heads excluded), and its perfect-memory
-replay (the buffer kept across tasks)."""
+"""The crl suite's methods: CW's fine-tuning and single-task reference; its regularizers L2, EWC, SI and MAS and its
+A-GEM (the method library's algorithms, applied to the actor's and the critics' shared parameters: CW's
+`common_variables`, heads excluded); LwF, the behaviour-cloning candidate and PackNet; perfect-memory replay (the
+buffer kept across tasks). Each runs on either learner (CW's SAC, or PPO for discrete actions: the hooks' `sac`),
+but perfect memory, which keeps SAC's off-policy buffer."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from cltoolkit.suites.crl.sac import Sac
+    from cltoolkit.suites.crl.api import Learner
     from cltoolkit.suites.step import Step
 
 __all__ = [
@@ -35,16 +37,21 @@ __all__ = [
 ]
 
 
-def shared(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
+def shared(sac: Learner) -> Iterator[tuple[str, nn.Parameter]]:
     """CW's `all_common_variables`: the actor's trunk (and its output layers where it has one head) and the critics'
-    trunks (and their output layer where single-headed)."""
+    trunks (and their output layer where single-headed); under PPO, the whole value network."""
+    from cltoolkit.suites.crl.sac import TwinCritic
+
     heads = sac.config.heads > 1
     for name, p in sac.actor.named_parameters():
         if not (heads and name.split(".")[0] in ("mu", "log_std", "logits")):
             yield f"actor.{name}", p
-    last = len(sac.critic.weights) - 1
+    head: tuple[str, ...] = ()
+    if isinstance(sac.critic, TwinCritic) and sac.config.critic_heads > 1:  # CW's `--regularize_critic`
+        last = len(sac.critic.weights) - 1
+        head = (f"weights.{last}", f"biases.{last}")
     for name, p in sac.critic.named_parameters():
-        if not (sac.config.critic_heads > 1 and name in (f"weights.{last}", f"biases.{last}")):
+        if name not in head:
             yield f"critic.{name}", p
 
 
@@ -53,18 +60,19 @@ class NoParams(Strict):
 
 
 class CrlFinetuning(CrlMethod[NoParams]):
-    """SAC trained on each task in turn, nothing added: the forgetting baseline (CW's `finetuning`)."""
+    """The learner (CW's SAC, or PPO) trained on each task in turn, nothing added: the forgetting baseline (CW's
+    `finetuning`)."""
 
     Params = NoParams
-    summary = "SAC fine-tuning (forgetting baseline)"
+    summary = "fine-tuning: each task in turn, nothing added (forgetting baseline)"
 
 
 class SingleTask(CrlMethod[NoParams]):
-    """The reference of forward transfer: each task learnt by a fresh SAC from scratch (CW's single-task runs),
+    """The reference of forward transfer: each task learnt by a fresh learner from scratch (CW's single-task runs),
     evaluated on the same schedule. Its role in a protocol is `reference`."""
 
     Params = NoParams
-    summary = "reference: SAC from scratch on each task (forward transfer's baseline)"
+    summary = "reference: a fresh learner on each task (forward transfer's baseline)"
     regime = "single-task"
 
 
@@ -92,17 +100,17 @@ class _FromLastBatches(_Library):
     kept: list[dict[str, torch.Tensor]]
     keep: int
 
-    def estimate_of(self, sac: Sac) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    def estimate_of(self, sac: Learner) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
         """What the library's `end_task` differentiates on each kept batch."""
         raise NotImplementedError
 
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+    def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         older = self.kept[max(0, len(self.kept) - self.keep + 1) :]  # the last keep - 1 (none when keep is 1)
         self.kept = [*older, _copied(batch)]
         penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
         return penalty
 
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
+    def end_task(self, sac: Learner, task: CrlTask) -> None:
         self.algo.end_task(lambda: shared(sac), self.kept, self.estimate_of(sac))
         self.kept = []
 
@@ -119,16 +127,16 @@ class L2(_Library):
     """An L2 pull of the shared parameters towards their values at the end of the previous task (CW's `l2`)."""
 
     Params = L2Params
-    summary = "SAC with an L2 pull towards the previous task's parameters"
+    summary = "an L2 pull towards the previous task's parameters"
 
     def __post_init__(self) -> None:
         self.algo = core.L2Anchor(self.params)
 
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+    def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
         return penalty
 
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
+    def end_task(self, sac: Learner, task: CrlTask) -> None:
         self.algo.end_task(lambda: shared(sac))
 
 
@@ -138,19 +146,19 @@ class CrlEwcParams(core.EwcFields):
 
 class CrlEWC(_FromLastBatches):
     """Online EWC on the shared parameters (the library's `OnlineEWC`): the Fisher is the empirical diagonal of the
-    SAC loss (the critics' and the actor's terms) over copies of the task's last `fisherBatches` update batches,
-    which the method keeps (its bookkeeping: the passes are counted as such). CW's EWC estimates the Fisher from the
-    policy's and the critics' output gradients instead; a declared difference."""
+    learner's loss (SAC's critics' and actor's terms; PPO's value and surrogate terms) over copies of the task's last
+    `fisherBatches` update batches, which the method keeps (its bookkeeping: the passes are counted as such). CW's
+    EWC estimates the Fisher from the policy's and the critics' output gradients instead; a declared difference."""
 
     Params = CrlEwcParams
-    summary = "SAC with online EWC on the shared parameters"
+    summary = "online EWC on the shared parameters"
 
     def __post_init__(self) -> None:
         self.algo = core.OnlineEWC(self.params)
         self.kept = []
         self.keep = self.params.fisherBatches
 
-    def estimate_of(self, sac: Sac) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    def estimate_of(self, sac: Learner) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
         def loss(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             parts = sac.losses(batch)
             return parts["value"] + parts["policy"]
@@ -164,27 +172,27 @@ class CrlSiParams(core.SiFields):
 
 class CrlSI(_Library):
     """Synaptic Intelligence (the library's) on the shared parameters, on the step hooks: the path integral of the
-    gradient read after backward (the SAC losses plus the penalty) times each step's parameter change."""
+    gradient read after backward (the learner's losses plus the penalty) times each step's parameter change."""
 
     Params = CrlSiParams
-    summary = "SAC with Synaptic Intelligence on the shared parameters"
+    summary = "Synaptic Intelligence on the shared parameters"
 
     def __post_init__(self) -> None:
         self.algo = core.SynapticIntelligence(self.params)
 
-    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+    def begin_task(self, sac: Learner, task: CrlTask) -> None:
         self.algo.begin_task(lambda: shared(sac))
 
-    def after_backward(self, sac: Sac, step: Step) -> None:
+    def after_backward(self, sac: Learner, step: Step) -> None:
         self.algo.after_backward(lambda: shared(sac))
 
-    def after_step(self, sac: Sac, step: Step) -> None:
+    def after_step(self, sac: Learner, step: Step) -> None:
         self.algo.after_step(lambda: shared(sac))
 
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
+    def end_task(self, sac: Learner, task: CrlTask) -> None:
         self.algo.end_task(lambda: shared(sac))
 
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+    def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
         return penalty
 
@@ -195,18 +203,19 @@ class CrlMasParams(core.MasFields):
 
 class CrlMAS(_FromLastBatches):
     """Memory Aware Synapses (the library's) on the shared parameters: importance from the gradient of the squared
-    norm of the actor's action means and both critics' values on copies of the task's last `importanceBatches` update
-    batches (the method's bookkeeping), summed over tasks."""
+    norm of the actor's outputs (SAC's action means, or the action probabilities) and the critics' values (PPO: the
+    state value) on copies of the task's last `importanceBatches` update batches (the method's bookkeeping), summed
+    over tasks."""
 
     Params = CrlMasParams
-    summary = "SAC with MAS on the shared parameters"
+    summary = "MAS on the shared parameters"
 
     def __post_init__(self) -> None:
         self.algo = core.MAS(self.params)
         self.kept = []
         self.keep = self.params.importanceBatches
 
-    def estimate_of(self, sac: Sac) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    def estimate_of(self, sac: Learner) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
         import torch
 
         def outputs(b: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -226,13 +235,13 @@ class CrlAgemParams(Strict):
 
 
 class CrlAGEM(_Library):
-    """A-GEM (the library's projection) on the actor and both critics, as CW runs it (`--regularize_critic`): from
-    the second task on, each update's gradient is projected against the gradient of the SAC loss (the critics' and
-    the actor's terms) on `referenceSamples` transitions drawn from the suite's episodic memory (counted as
-    replay)."""
+    """A-GEM (the library's projection) on the actor and the critics, as CW runs it (`--regularize_critic`): from
+    the second task on, each update's gradient is projected against the gradient of the learner's loss (SAC's
+    critics' and actor's terms; PPO's value and surrogate terms on the advantages and returns stored with the rows)
+    on `referenceSamples` transitions drawn from the suite's episodic memory (counted as replay)."""
 
     Params = CrlAgemParams
-    summary = "SAC with A-GEM on the suite's episodic memory"
+    summary = "A-GEM on the suite's episodic memory"
 
     def __post_init__(self) -> None:
         self.algo = core.AGEM(
@@ -243,10 +252,10 @@ class CrlAGEM(_Library):
     def episodic_per_task(self) -> int:
         return int(self.params.memoryPerTask)
 
-    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+    def begin_task(self, sac: Learner, task: CrlTask) -> None:
         self.task = task
 
-    def after_backward(self, sac: Sac, step: Step) -> None:
+    def after_backward(self, sac: Learner, step: Step) -> None:
         memory = self.task.memory if self.task is not None else None
 
         def reference() -> torch.Tensor | None:
@@ -266,7 +275,7 @@ class CrlLwfParams(Strict):
 
 
 class CrlLwF(_Library):
-    """Learning without Forgetting (Li & Hoiem 2016) for SAC's actor: at each task's end the library's LwF keeps a
+    """Learning without Forgetting (Li & Hoiem 2016) for the actor: at each task's end the library's LwF keeps a
     frozen copy of the actor; on every later update, `strength` times the KL divergence from the copy's policy (the
     Gaussian before the tanh, or the categorical) to the actor's, on the update's own observations, under each
     earlier task's head (averaged over them; the one head of a single-head actor). No memory: the current task's
@@ -275,19 +284,19 @@ class CrlLwF(_Library):
     (counted as the task's data)."""
 
     Params = CrlLwfParams
-    summary = "SAC with LwF: the previous actor's policies distilled on the current task's observations (library)"
+    summary = "LwF: the previous actor's policies distilled on the current task's observations (library)"
 
     def __post_init__(self) -> None:
         self.algo = core.LwF(core.LwfFields(strength=self.params.strength))
         self.kl: list[float] = []
 
-    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+    def begin_task(self, sac: Learner, task: CrlTask) -> None:
         self.algo.begin_task(sac.actor)  # a checkpoint's copy is rebuilt in the actor's shape
 
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
+    def end_task(self, sac: Learner, task: CrlTask) -> None:
         self.algo.end_task(sac.actor)
 
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+    def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         import torch
 
         from cltoolkit.suites.crl.sac import policy_kl
@@ -321,8 +330,12 @@ class CrlPackNetParams(core.PackNetFields):
     """PackNet's fields (CW's `--packnet_retrain_steps` is `retrainUpdates`: 100,000 at 1,000,000 steps per task in
     the paper's runs)."""
 
+    clipNorm: float | None = Field(default=None, gt=0, le=1e6)
+    """This comparison's SAC gradient clipping in place of `learner.clipNorm` (CW clips for its PackNet runs only:
+    `--clipnorm=2e-5`); None: the learner's. SAC only."""
 
-def packed(sac: Sac) -> Iterator[tuple[str, nn.Parameter]]:
+
+def packed(sac: Learner) -> Iterator[tuple[str, nn.Parameter]]:
     """What PackNet manages, as CW's `PackNet_SAC` does without `--regularize_critic` (its paper runs): the actor's
     trunk where the actor has one head per task (the heads are each task's own), the whole actor where it has one;
     never the critics. Named as the suite's `ownership` expects (`actor.<name>`)."""
@@ -340,19 +353,19 @@ class CrlPackNet(_Library):
     tasks at 0. The critics learn freely (CW's PackNet runs did not regularise them)."""
 
     Params = CrlPackNetParams
-    summary = "SAC with PackNet: iterative pruning, an equal share of the actor's trunk per task (library)"
+    summary = "PackNet: iterative pruning, an equal share of the actor's trunk per task (library)"
 
     def __post_init__(self) -> None:
         self.algo = core.PackNet(self.params, tasks=1)
         self.index = 0
 
-    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+    def begin_task(self, sac: Learner, task: CrlTask) -> None:
         self.algo.tasks, self.index = task.total, task.index
 
-    def after_backward(self, sac: Sac, step: Step) -> None:
+    def after_backward(self, sac: Learner, step: Step) -> None:
         self.algo.mask_gradients(lambda: packed(sac), self.index)
 
-    def ownership(self, sac: Sac, task: CrlTask) -> dict[str, torch.Tensor]:
+    def ownership(self, sac: Learner, task: CrlTask) -> dict[str, torch.Tensor]:
         owners: dict[str, torch.Tensor] = self.algo.prune(lambda: packed(sac), task.index)
         return owners
 
@@ -380,7 +393,7 @@ class CrlReplayCloning(CrlMethod[CloningParams]):
     critics learn the current task."""
 
     Params = CloningParams
-    summary = "SAC with behaviour cloning of earlier tasks' policies on the suite's episodic memory"
+    summary = "behaviour cloning of earlier tasks' policies on the suite's episodic memory"
 
     def __post_init__(self) -> None:
         self.old: nn.Module | None = None
@@ -391,15 +404,15 @@ class CrlReplayCloning(CrlMethod[CloningParams]):
     def episodic_per_task(self) -> int:
         return int(self.params.memoryPerTask)
 
-    def begin_task(self, sac: Sac, task: CrlTask) -> None:
+    def begin_task(self, sac: Learner, task: CrlTask) -> None:
         if self.pending is not None:
             self._copy(sac, self.pending)
             self.pending = None
 
-    def end_task(self, sac: Sac, task: CrlTask) -> None:
+    def end_task(self, sac: Learner, task: CrlTask) -> None:
         self._copy(sac, sac.actor.state_dict())
 
-    def _copy(self, sac: Sac, weights: Mapping[str, Any]) -> None:
+    def _copy(self, sac: Learner, weights: Mapping[str, Any]) -> None:
         import torch
 
         from cltoolkit.suites.crl.sac import make_actor
@@ -415,7 +428,7 @@ class CrlReplayCloning(CrlMethod[CloningParams]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.pending, self.kl = state["old"], list(state["kl"])
 
-    def extra_loss(self, sac: Sac, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
+    def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         from cltoolkit.suites.crl.sac import policy_kl
 
         if task.memory is None or self.old is None:
@@ -442,6 +455,6 @@ class PerfectMemory(CrlMethod[MemoryParams]):
     every transition of an earlier task in an update's batch is counted as replay."""
 
     Params = MemoryParams
-    summary = "SAC with the replay buffer kept across tasks (reservoir)"
+    summary = "the replay buffer kept across tasks (reservoir; off-policy learners only)"
     keep_buffer: ClassVar[bool] = True
     selection = "reservoir"

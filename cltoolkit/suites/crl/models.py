@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from cltoolkit.protocol._base import Slug, Strict
 from cltoolkit.protocol.models import ProtocolBase
 
-__all__ = ["CrlLearner", "CrlProtocol", "Evaluation", "Stream", "StreamTask", "Success"]
+__all__ = ["CrlLearner", "CrlProtocol", "Evaluation", "PpoSettings", "Stream", "StreamTask", "Success"]
 
 Scalar = str | int | float | bool | None
 
@@ -38,7 +38,7 @@ class StreamTask(Strict):
     """The task's id in the records and the report."""
     env: str = Field(min_length=1, max_length=200)
     """A Gymnasium id (`gymnasium.make(env, **kwargs)`): Box observations; Box actions for `sac`, Discrete for
-    `sac-discrete`."""
+    `sac-discrete` and `ppo`."""
     kwargs: dict[str, Scalar] = Field(default_factory=dict)
     """Keyword arguments of `gymnasium.make` (physics such as Pendulum's `g`, a Meta-World task name)."""
     wrappers: Annotated[
@@ -70,12 +70,55 @@ class Stream(Strict):
         return self
 
 
-class CrlLearner(Strict):
-    """SAC as Continual World trains it (`cltoolkit.suites.crl.sac`); each default is CW's."""
+class PpoSettings(Strict):
+    """PPO's own fields (`learner.algorithm: "ppo"`; `cltoolkit.suites.crl.ppo`); each default is Stable-Baselines3's
+    (`PPO`: 2,048 steps, 10 epochs of minibatches of 64, clip 0.2, GAE 0.95, entropy coefficient 0, value coefficient
+    0.5, gradient norm 0.5, advantages normalised; its learning rate, 3e-4, is `learner.lr`'s to set)."""
 
-    algorithm: Literal["sac", "sac-discrete"] = "sac"
+    rolloutSteps: int = Field(default=2048, ge=2, le=10**7)
+    """Environment steps per rollout; the updates follow each rollout (and a task's last, shorter, one)."""
+    epochs: int = Field(default=10, ge=1, le=1000)
+    """Passes over each rollout."""
+    minibatches: int = Field(default=32, ge=1, le=65536)
+    """Minibatches per pass (a rollout's rows shuffled and split evenly, one update each: 2,048 / 32 is SB3's 64)."""
+    clipRatio: float = Field(default=0.2, gt=0, le=10)
+    """The probability ratio's clip range (1 - clip, 1 + clip)."""
+    gaeLambda: float = Field(default=0.95, ge=0, le=1)
+    """GAE's lambda (the discount is `learner.gamma`)."""
+    entropyCoef: float = Field(default=0.0, ge=0, le=100)
+    """Weight of the policy's entropy bonus."""
+    valueCoef: float = Field(default=0.5, ge=0, le=100)
+    """Weight of the value function's mean squared error (SB3's form; CleanRL halves the error first)."""
+    maxGradNorm: float | None = Field(default=0.5, gt=0, le=1e6)
+    """The whole gradient clipped to this global norm after the method's gradient hooks (None: no clipping)."""
+    normalizeAdvantages: bool = True
+    """Each minibatch's advantages standardised (zero mean, unit variance), as SB3 and CleanRL do."""
+
+
+SAC_ONLY = (
+    "batchSize",
+    "polyak",
+    "targetOutputStd",
+    "targetEntropyScale",
+    "bufferSize",
+    "resetBufferOnTaskChange",
+    "startSteps",
+    "updateAfter",
+    "updateEvery",
+    "clipNorm",
+)
+"""The learner's fields that only SAC reads (PPO's are in `ppo`)."""
+
+
+class CrlLearner(Strict):
+    """SAC as Continual World trains it (`cltoolkit.suites.crl.sac`), each default CW's; or PPO for discrete actions
+    (`cltoolkit.suites.crl.ppo`, its fields in `ppo`)."""
+
+    algorithm: Literal["sac", "sac-discrete", "ppo"] = "sac"
     """`sac`: continuous (Box) actions, CW's learner; `sac-discrete`: discrete actions, soft actor-critic for discrete
-    action settings (Christodoulou 2019) on the same networks, buffer, schedule and methods."""
+    action settings (Christodoulou 2019) on the same networks, buffer, schedule and methods; `ppo`: discrete actions,
+    proximal policy optimisation (Schulman et al. 2017) with GAE on CW's trunk (an actor and a value network), every
+    method but those that keep an off-policy buffer (`ppo` learns from its own rollouts)."""
     hidden: Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1, max_length=8)] = Field(
         default_factory=lambda: [256, 256, 256, 256]
     )
@@ -83,6 +126,7 @@ class CrlLearner(Strict):
     heads: Literal["per-task", "single"] = "per-task"
     """The actor's output: one head per task (CW's multi-head, the task picks it) or one for all."""
     lr: float = Field(default=1e-3, gt=0, le=1)
+    """Adam's step size (CW's SAC: 1e-3; PPO's usual: 3e-4, set it)."""
     batchSize: int = Field(default=128, ge=1, le=65536)
     gamma: float = Field(default=0.99, ge=0, le=1)
     polyak: float = Field(default=0.995, ge=0, le=1)
@@ -104,6 +148,26 @@ class CrlLearner(Strict):
     """Clip the actor's gradient and the critics' to this global norm each, and the entropy coefficients' to this
     norm, after the method's gradient hooks and before the step (CW's `--clipnorm`; None, CW's default: no clipping;
     CW's PackNet runs use 2e-5)."""
+    ppo: PpoSettings | None = None
+    """`ppo`'s fields (its defaults where omitted); only with `algorithm: "ppo"`."""
+
+    @model_validator(mode="after")
+    def _fields_of_its_algorithm(self) -> CrlLearner:
+        if self.algorithm == "ppo":
+            fields = type(self).model_fields
+            sac = [f for f in SAC_ONLY if getattr(self, f) != fields[f].get_default(call_default_factory=True)]
+            if sac:
+                raise ValueError(
+                    f"{', '.join(sac)}: SAC's field(s), not read by algorithm 'ppo' (its fields are in `ppo`)"
+                )
+        elif self.ppo is not None:
+            raise ValueError(f"`ppo` is read by algorithm 'ppo' only, not {self.algorithm!r}")
+        return self
+
+    @property
+    def ppo_settings(self) -> PpoSettings:
+        """`ppo` with its defaults where the protocol omits it."""
+        return self.ppo or PpoSettings()
 
 
 class Evaluation(Strict):

@@ -35,6 +35,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -264,6 +265,9 @@ class TwinCritic(nn.Module):
 class Sac:
     """The actor, the twin critics and their targets, the entropy coefficients, one Adam."""
 
+    TERMS = (("value", "the critics' loss"), ("policy", "the actor's loss"), ("entropy", "alpha's loss"))
+    """The loss terms `losses` returns besides `total`, and how a failure names them."""
+
     def __init__(self, config: SacConfig) -> None:
         self.config = config
         self.actor = make_actor(config)
@@ -285,6 +289,28 @@ class Sac:
 
     def parameters(self) -> list[nn.Parameter]:
         return [*self.actor.parameters(), *self.critic.parameters(), self.log_alpha]
+
+    def others(self) -> list[tuple[str, nn.Parameter]]:
+        """Trained parameters outside the actor and the critics: the entropy coefficients."""
+        return [("log_alpha", self.log_alpha)]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, targets, entropy coefficients and optimiser (a checkpoint's part)."""
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "target": self.target.state_dict(),
+            "logAlpha": self.log_alpha.detach().clone(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.target.load_state_dict(state["target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["logAlpha"])
+        self.optimizer.load_state_dict(state["optimizer"])
 
     def act(self, obs: torch.Tensor, head: int, deterministic: bool = False) -> torch.Tensor:
         with torch.no_grad():

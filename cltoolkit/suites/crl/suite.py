@@ -27,7 +27,8 @@ def make_method(name: str, hyperparameters: Mapping[str, Any], regs: Registries)
 
 
 class CrlSuite(Suite[CrlProtocol]):
-    """A declared stream of Gymnasium tasks learnt by Continual World's SAC; CW's metrics."""
+    """A declared stream of Gymnasium tasks learnt by Continual World's SAC (or PPO for discrete actions); CW's
+    metrics."""
 
     name = "crl"
     method_base = CrlMethod
@@ -35,7 +36,7 @@ class CrlSuite(Suite[CrlProtocol]):
     analysis = "crl"
     budget_fields = frozenset({"unaccountedSamples"})
     counts_samples = True
-    summary = "continual RL on a declared stream of Gymnasium tasks (Continual World's SAC and metrics)"
+    summary = "continual RL on a declared stream of Gymnasium tasks (Continual World's SAC and metrics; PPO)"
 
     def check(self, protocol: CrlProtocol) -> Iterator[Problem]:
         regs = self.project_regs()
@@ -52,6 +53,19 @@ class CrlSuite(Suite[CrlProtocol]):
                     f"must {'' if single else 'not '}be 'reference' (forward transfer's baseline is the single-task "
                     "reference)",
                 )
+            if protocol.learner.algorithm == "ppo" and getattr(method, "keep_buffer", False):
+                yield Problem(
+                    f"/comparisons/{i}/method",
+                    f"{comp.method!r} keeps an off-policy replay buffer across tasks; learner.algorithm 'ppo' learns "
+                    "from its own rollouts (use 'sac-discrete' for replay of the buffer)",
+                )
+            if protocol.learner.algorithm == "ppo":
+                for field in ("batchSize", "clipNorm"):
+                    if comp.hyperparameters.get(field) is not None:
+                        yield Problem(
+                            f"/comparisons/{i}/hyperparameters/{field}",
+                            f"SAC's {field}, not read by learner.algorithm 'ppo' (its fields are in learner.ppo)",
+                        )
             size = comp.hyperparameters.get("batchSize")
             if isinstance(size, int) and size > protocol.learner.bufferSize:
                 yield Problem(f"/comparisons/{i}/hyperparameters/batchSize", "exceeds learner.bufferSize")
