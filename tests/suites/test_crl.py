@@ -412,6 +412,22 @@ def test_forward_transfer_summary_normalizes_each_run_by_the_references_mean() -
     assert _forward_transfer(protocol, records[2:]) is None  # no reference runs, no forward transfer
 
 
+def test_the_report_says_why_forward_transfer_is_missing() -> None:
+    from cltoolkit.suites.crl.suite import CrlAnalysis
+
+    def line(protocol: CrlProtocol) -> str:
+        text = CrlAnalysis().report_markdown(protocol, [], {"forwardTransfer": None})
+        return next(x for x in text.splitlines() if x.startswith("Forward transfer"))
+
+    with_reference = _protocol([("tune", "crl.finetuning", "baseline"), ("single", "crl.single-task", "reference")])
+    assert line(with_reference) == (
+        "Forward transfer: not measured (the single-task reference (`single`) has no completed run yet)."
+    )
+    assert line(_protocol([("tune", "crl.finetuning", "baseline")])) == (
+        "Forward transfer: not measured (the protocol has no single-task reference comparison)."
+    )
+
+
 def test_a_single_task_method_must_be_the_reference_and_only_it() -> None:
     from cltoolkit.registry import registries
 

@@ -201,7 +201,13 @@ class CrlAnalysis(Analysis[CrlProtocol]):
                 f"{ft['referenceRuns']} single-task run(s)): " + ", ".join(shown) + ".",
             ]
         else:
-            lines += ["", "Forward transfer: not measured (the protocol has no single-task reference comparison)."]
+            references = [c.id for c in protocol.comparisons if c.role == "reference"]
+            why = (
+                f"the single-task reference ({', '.join(f'`{r}`' for r in references)}) has no completed run yet"
+                if references
+                else "the protocol has no single-task reference comparison"
+            )
+            lines += ["", f"Forward transfer: not measured ({why})."]
         return "\n".join(lines)
 
 
