@@ -247,3 +247,19 @@ def test_a_comparisons_sac_fields_are_refused_under_ppo() -> None:
     problems = [(p.where, p.message) for p in registries().new_suite("crl").check(CrlProtocol.model_validate(doc))]
     message = "SAC's clipNorm, not read by learner.algorithm 'ppo' (its fields are in learner.ppo)"
     assert problems == [("/comparisons/0/hyperparameters/clipNorm", message)]
+
+
+def test_the_guards_hold_under_ppo() -> None:
+    """A non-finite term ends the run by name, and samples from a private buffer are a violation or counted as
+    replay as the protocol declares: the same guards as under SAC."""
+    from cltoolkit.errors import BudgetViolation, NonFiniteValue
+    from tests.suites.test_crl import _NanLoss, _PrivateReplay
+
+    with pytest.raises(NonFiniteValue, match="the method's extra_loss term in task left, update 0"):
+        run_stream(_ppo_protocol(), _method(_NanLoss), seed=0)
+    # the method keeps 4 rows of each minibatch; the first task's last two minibatches (of its last, 8-row rollout)
+    # have 2 rows each: 4 private rows in every update of the second task
+    with pytest.raises(BudgetViolation, match="unaccountedSamples: in task right, update 0, 4 sample"):
+        run_stream(_ppo_protocol(), _method(_PrivateReplay), seed=0)
+    counted = run_stream(_ppo_protocol(), _method(_PrivateReplay), seed=0, unaccounted="replay")
+    assert counted["budget"]["samples"]["other"] == UPDATES_PER_TASK * 4
