@@ -1,0 +1,169 @@
+"""Split cells: where the seed repository's stored runs of a (cell, method, quantity) fall in two groups, and what
+three runs per cell can and cannot say about such a cell.
+
+A split is the largest gap between consecutive sorted values, over the pooled within-group SD of the two groups it
+leaves (`gap_statistic`). It counts when a sample of the same size from one normal distribution shows a larger
+statistic with probability under `LEVEL` (`critical_value`, by seeded simulation): two modes, or a heavy tail; the
+report says "split" and names neither. For each split, the minority group's share of the seed's runs, the chance that
+three of the seed's own runs (drawn without replacement) contain none of it, how far one minority run moves a 3-run
+mean, and how many of clt's runs lie on each side of the gap's midpoint, with Fisher's exact test of the two shares.
+Three runs cannot detect a split themselves (one group would have a single run), so detection rests on the seed's 5
+or 10 runs. Descriptive: it decides nothing."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from cltoolkit.run.record import RunRecord
+from cltoolkit.suites.wmf.reproduction.reference import QUANTITIES, finite
+
+__all__ = ["LEVEL", "RUNS", "critical_value", "gap_statistic", "split_cells", "split_lines"]
+
+LEVEL = 0.01
+"""A split counts when one normal sample of the same size shows a larger gap statistic with probability under this."""
+RUNS = 3
+"""The runs per cell the statement is about (wmf's seeds 0-2)."""
+_DRAWS = 20_000
+
+
+def gap_statistic(values: Sequence[float] | np.ndarray) -> tuple[float, int] | None:
+    """(largest gap between consecutive sorted values / pooled within-group SD of the two groups it leaves, the size
+    of the lower group); None with fewer than 4 values or all equal. Infinite when both groups are constant."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = x.size
+    if n < 4 or x[0] == x[-1]:
+        return None
+    i = int(np.argmax(np.diff(x))) + 1
+    gap = float(x[i] - x[i - 1])
+    ss = sum(float(((g - g.mean()) ** 2).sum()) for g in (x[:i], x[i:]))
+    s = math.sqrt(ss / (n - 2))
+    return (math.inf if s == 0 else gap / s), i
+
+
+@cache
+def critical_value(n: int) -> float:
+    """The (1 - LEVEL) quantile of `gap_statistic` over normal samples of size n (seeded; the same every call)."""
+    x = np.sort(np.random.default_rng(n).standard_normal((_DRAWS, n)), axis=1)
+    i = np.argmax(np.diff(x, axis=1), axis=1) + 1
+    gap = x[np.arange(_DRAWS), i] - x[np.arange(_DRAWS), i - 1]
+    k = np.arange(n)
+    low = k[None, :] < i[:, None]
+    ss = np.zeros(_DRAWS)
+    for side in (low, ~low):
+        cnt = side.sum(axis=1)
+        mean = np.where(side, x, 0.0).sum(axis=1) / cnt
+        ss += np.where(side, (x - mean[:, None]) ** 2, 0.0).sum(axis=1)
+    return float(np.quantile(gap / np.sqrt(ss / (n - 2)), 1 - LEVEL))
+
+
+def _group(x: np.ndarray) -> dict[str, Any]:
+    return {"n": int(x.size), "mean": float(x.mean()), "min": float(x.min()), "max": float(x.max())}
+
+
+def split_cells(records: Sequence[RunRecord], reference: dict[tuple[str, str], list[dict[str, Any]]]) -> dict[str, Any]:
+    """Every (cell, quantity) split in the seed's stored runs, for the cells clt ran; methods whose seed values are
+    identical (one shared task-A model) form one entry, whose clt runs are its first method's (the methods share
+    that model in clt too)."""
+    from scipy.stats import fisher_exact
+
+    mine: dict[tuple[str, str], list[RunRecord]] = {}
+    for rec in records:
+        if rec.status.state == "completed" and rec.spec.cell:
+            mine.setdefault((rec.spec.cell, rec.spec.comparison), []).append(rec)
+    found: dict[tuple[str, str, tuple[float, ...]], dict[str, Any]] = {}
+    tested = 0
+    for (cell, method), recs in sorted(mine.items()):
+        seed_runs = reference.get((cell, method), [])
+        for name, (field, read) in QUANTITIES.items():
+            theirs = sorted(float(v) for m in seed_runs if finite(v := read(m)))
+            key = (cell, name, tuple(theirs))
+            if key in found:
+                found[key]["methods"].append(method)
+                continue
+            stat = gap_statistic(theirs)
+            if stat is None:
+                continue
+            tested += 1
+            t, i = stat
+            n = len(theirs)
+            if t <= critical_value(n):
+                continue
+            x = np.asarray(theirs)
+            lower, upper = x[:i], x[i:]
+            minority = "upper" if upper.size <= lower.size else "lower"
+            k = min(lower.size, upper.size)
+            midpoint = float((x[i - 1] + x[i]) / 2)
+            ours = [float(v) for r in recs if finite(v := r.metrics.get(field))]
+            ours_upper = sum(v > midpoint for v in ours)
+            ours_minority = ours_upper if minority == "upper" else len(ours) - ours_upper
+            p = None
+            if ours:
+                p = float(fisher_exact([[ours_minority, len(ours) - ours_minority], [k, n - k]]).pvalue)
+            found[key] = {
+                "cell": cell,
+                "quantity": name,
+                "methods": [method],
+                "seedRuns": n,
+                "statistic": t,
+                "critical": critical_value(n),
+                "lower": _group(lower),
+                "upper": _group(upper),
+                "midpoint": midpoint,
+                "minority": minority,
+                "minorityShare": k / n,
+                "missedByThreeRuns": math.comb(n - k, RUNS) / math.comb(n, RUNS) if n >= RUNS else None,
+                "shiftPerRun": float(upper.mean() - lower.mean()) / RUNS,
+                "clt": {"n": len(ours), "minority": ours_minority},
+                "fisherP": p,
+            }
+    splits = sorted(found.values(), key=lambda s: (s["cell"], s["quantity"], s["methods"]))
+    return {
+        "level": LEVEL,
+        "tested": tested,
+        "splits": splits,
+        "rule": (
+            "largest gap between consecutive sorted seed values over the pooled within-group SD, against its "
+            f"{1 - LEVEL:.0%} quantile over normal samples of the same size ({_DRAWS} seeded draws)"
+        ),
+    }
+
+
+def split_lines(rep: dict[str, Any]) -> list[str]:
+    """The report's paragraph on split cells (Markdown)."""
+    splits = rep["splits"]
+    head = (
+        f"Split cells: of {rep['tested']} distinct (cell, quantity) sets of the seed's stored runs, {len(splits)} fall "
+        f"in two groups ({rep['rule']}; at this level about {rep['level'] * rep['tested']:.1f} would by chance). "
+        "Two modes or a heavy tail alike: "
+        f"{RUNS} runs cannot resolve such a cell. They estimate the minority group's share as 0, 1/3, 2/3 or 1, a "
+        "single minority run moves their mean by a third of the distance between the groups, and whether their mean "
+        "falls inside the seed's range mostly says which group they drew; what they can be compared on is the share "
+        "(Fisher's exact test, clt's runs split at the gap's midpoint)."
+    )
+    if not splits:
+        return [head, "", "No split cell."]
+    lines = [
+        head,
+        "",
+        "| cell | quantity | methods | seed groups: lower / upper (n, mean, range) | seed minority share "
+        f"| {RUNS} seed runs miss it | one minority run moves a {RUNS}-run mean by | clt runs in the minority | "
+        "Fisher p |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in splits:
+        lo, up = s["lower"], s["upper"]
+        missed = "-" if s["missedByThreeRuns"] is None else f"{s['missedByThreeRuns']:.0%}"
+        p = "-" if s["fisherP"] is None else f"{s['fisherP']:.2g}"
+        lines.append(
+            f"| {s['cell']} | {s['quantity']} | {', '.join(s['methods'])} | "
+            f"{lo['n']}, {lo['mean']:.3g} [{lo['min']:.3g}, {lo['max']:.3g}] / "
+            f"{up['n']}, {up['mean']:.3g} [{up['min']:.3g}, {up['max']:.3g}] | "
+            f"{s['minority']} {s['minorityShare']:.0%} | {missed} | {s['shiftPerRun']:.3g} | "
+            f"{s['clt']['minority']} of {s['clt']['n']} | {p} |"
+        )
+    return lines

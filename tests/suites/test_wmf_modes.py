@@ -1,0 +1,97 @@
+"""Split cells in the seed's stored runs (`cltoolkit.suites.wmf.reproduction.modes`)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cltoolkit.suites.wmf.reproduction.modes import LEVEL, critical_value, gap_statistic, split_cells, split_lines
+from cltoolkit.suites.wmf.reproduction.reference import load_reference
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _record(cell: str, method: str, seed: int, **metrics: float) -> Any:
+    return SimpleNamespace(
+        status=SimpleNamespace(state="completed"),
+        spec=SimpleNamespace(cell=cell, comparison=method, seed=seed),
+        metrics=metrics,
+    )
+
+
+def _gap(values: Any) -> tuple[float, int]:
+    out = gap_statistic(values)
+    assert out is not None
+    return out
+
+
+def test_the_gap_statistic_by_hand() -> None:
+    t, lower = _gap([0.0, 1.0, 2.0, 10.0, 11.0])
+    # largest gap 2 -> 10 (8); groups [0, 1, 2] (SS 2) and [10, 11] (SS 0.5); pooled SD sqrt(2.5 / 3)
+    assert lower == 3
+    assert t == pytest.approx(8 / math.sqrt(2.5 / 3))
+    assert gap_statistic([1.0, 2.0, 3.0]) is None  # too few to split
+    assert gap_statistic([4.0] * 6) is None  # no spread
+    assert _gap([0.0, 0.0, 0.0, 5.0, 5.0])[0] == math.inf  # two constant groups
+
+
+def test_the_critical_value_holds_its_level_on_fresh_normal_samples() -> None:
+    rng = np.random.default_rng(2024)  # not the seeds critical_value draws with
+    for n in (5, 10):
+        c = critical_value(n)
+        assert c == critical_value(n)  # seeded: the same every call
+        hits = np.mean([_gap(rng.standard_normal(n))[0] > c for _ in range(4000)])
+        assert 0.4 * LEVEL < hits < 2.0 * LEVEL
+    assert critical_value(5) > critical_value(10)  # fewer runs: a gap needs to be larger to count
+
+
+def test_a_lone_far_seed_run_is_a_split_and_three_runs_mostly_miss_it() -> None:
+    rng = np.random.default_rng(7)
+    body = list(10 + rng.standard_normal(9))
+    values, noise = [*body, 60.0], rng.standard_normal(10)
+    reference = {
+        ("dmc-med", "finetuning"): [{"rd": v, "pf": v} for v in values],
+        ("dmc-med", "ewc"): [{"rd": v, "pf": float(p)} for v, p in zip(values, noise, strict=True)],
+    }
+    records = [
+        _record("dmc-med", "finetuning", 0, rd=10.0, pf=10.0),
+        _record("dmc-med", "finetuning", 1, rd=59.0, pf=59.0),
+        _record("dmc-med", "finetuning", 2, rd=9.0, pf=9.0),
+        _record("dmc-med", "ewc", 0, rd=11.0, pf=0.1),
+    ]
+    rep = split_cells(records, reference)
+    by = {(s["quantity"], tuple(s["methods"])): s for s in rep["splits"]}
+    # the same ten rd values in both methods form one entry; ewc's normal pf is no split
+    assert set(by) == {("pf", ("finetuning",)), ("rd", ("ewc", "finetuning"))}
+    s = by[("rd", ("ewc", "finetuning"))]
+    assert (s["lower"]["n"], s["upper"]["n"], s["minority"], s["minorityShare"]) == (9, 1, "upper", 0.1)
+    assert s["missedByThreeRuns"] == pytest.approx(84 / 120)  # C(9, 3) / C(10, 3)
+    assert s["shiftPerRun"] == pytest.approx((60.0 - np.mean(body)) / 3)
+    assert s["clt"] == {"n": 1, "minority": 0}  # read from the first method's records: ewc's one run
+    assert by[("pf", ("finetuning",))]["clt"] == {"n": 3, "minority": 1}
+    from scipy.stats import fisher_exact
+
+    assert by[("pf", ("finetuning",))]["fisherP"] == pytest.approx(fisher_exact([[1, 2], [1, 9]]).pvalue)
+    text = "\n".join(split_lines(rep))
+    assert "| dmc-med | pf | finetuning | 9, " in text and "| 1 of 3 |" in text
+
+
+def test_cells_clt_did_not_run_are_not_tested() -> None:
+    reference = {("gym-min", "ewc"): [{"rd": v} for v in [1.0, 1.1, 1.2, 1.3, 50.0]]}
+    assert split_cells([], reference)["tested"] == 0
+    assert split_lines(split_cells([], reference))[-1] == "No split cell."
+
+
+def test_the_seed_dm_control_encoder_drift_has_a_lone_high_run() -> None:
+    seed_runs = load_reference(ROOT / "reference" / "wmf-seed000-metrics.json")
+    records = [_record("dmc-max", "finetuning", s, encoderDrift=16.0) for s in range(3)]
+    splits = {s["quantity"]: s for s in split_cells(records, seed_runs)["splits"]}
+    drift = splits["encoderDrift"]
+    assert (drift["lower"]["n"], drift["upper"]["n"]) == (9, 1)
+    assert drift["upper"]["mean"] > 3 * drift["lower"]["mean"]
+    assert drift["clt"] == {"n": 3, "minority": 0}
