@@ -4,6 +4,7 @@ the code gives the seed's published Spearman values, exact permutation p-values,
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,63 @@ def test_the_first_finding_without_one_family_is_the_seed_rho_over_the_other_cel
     assert "(clt inside)" in text and "(clt outside)" not in text
     one = {"clt": [a for a in axes["clt"] if a["cell"].startswith("gym-")]}
     assert without_family(one | {"seedSameCells": one["clt"]}, seed_runs, seeds, AXIS) == {}  # one family: nothing
+
+
+def _axis(rows: Mapping[str, tuple[float, float, float]]) -> list[dict[str, Any]]:
+    return [{"cell": c, "level": lv, "rd": rd, "dTrans": d, "taskBDifficulty": None} for c, (lv, rd, d) in rows.items()]
+
+
+def test_within_family_rho_is_the_mean_of_the_families_and_p_counts_within_family_orders_only() -> None:
+    from scipy.stats import spearmanr
+
+    from cltoolkit.suites.wmf.reproduction.findings import within_family_spearman
+
+    rows = {
+        "a-min": (1, 1.0, 5.0), "a-med": (2, 3.0, 6.0), "a-max": (3, 2.0, 7.0),
+        "b-min": (1, 9.0, 1.0), "b-med": (2, 8.0, 3.0), "b-max": (3, 7.0, 2.0),
+        "c-min": (1, 4.0, 2.0), "c-med": (2, 5.0, 1.0), "c-max": (3, 6.0, 3.0),
+        "d-min": (1, 100.0, 1.0),  # a family of one cell drops out
+    }  # fmt: skip
+    out = within_family_spearman(_axis(rows))
+    fams = ["a", "b", "c"]
+    per = [spearmanr([rows[f"{f}-{lv}"][1] for lv in ("min", "med", "max")], [1, 2, 3]).statistic for f in fams]
+    level = out["level"]
+    assert (level["families"], level["cells"]) == (3, 9)
+    assert level["rho"] == pytest.approx(np.mean(per))
+    # p by brute force: every order of the labels within each family, none across families
+    stats = []
+    for perms in itertools.product(itertools.permutations([1, 2, 3]), repeat=3):
+        stats.append(
+            np.mean(
+                [
+                    spearmanr([rows[f"{f}-{lv}"][1] for lv in ("min", "med", "max")], list(p)).statistic
+                    for f, p in zip(fams, perms, strict=True)
+                ]
+            )
+        )
+    assert level["p"] == pytest.approx(np.mean(np.abs(stats) >= abs(level["rho"]) - 1e-12))
+    assert level["pKind"] == "exact, all 216 within-family orders, two-sided"
+    assert out["taskBDifficulty"]["rho"] is None  # nothing to rank
+
+
+def test_within_family_monte_carlo_agrees_with_the_exact_count(monkeypatch) -> None:
+    from cltoolkit.suites.wmf.reproduction import findings as mod
+
+    rows = {f"{f}-{lv}": (i + 1, float((i * 7 + k * 3) % 5 + i), float(i + k)) for k, f in enumerate("abc")
+            for i, lv in enumerate(("min", "med", "max"))}  # fmt: skip
+    exact = mod.within_family_spearman(_axis(rows))["dTrans"]
+    monkeypatch.setattr(mod, "EXACT_ORDERS", 10)
+    sampled = mod.within_family_spearman(_axis(rows), draws=20_000)["dTrans"]
+    assert sampled["pKind"].startswith("Monte Carlo")
+    assert sampled["rho"] == exact["rho"]
+    assert sampled["p"] == pytest.approx(exact["p"], abs=0.02)
+
+
+def test_the_seed_first_finding_within_families(seed_runs) -> None:
+    wf = findings([], seed_runs, AXIS)["withinFamily"]["seedAllCells"]
+    # within each family the seed's own axis RD follows neither label nor d_trans far: rho -0.17 and +0.33
+    assert round(wf["level"]["rho"], 2) == -0.17
+    assert round(wf["dTrans"]["rho"], 2) == 0.33
+    assert round(wf["taskBDifficulty"]["rho"], 2) == 0.67
+    assert all(wf[k]["families"] == 3 and wf[k]["cells"] == 9 for k in wf)
+    assert wf["dTrans"]["p"] > 0.3  # 120 of 216 within-family orders reach |rho| >= 1/3

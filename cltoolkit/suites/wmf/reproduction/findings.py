@@ -22,6 +22,7 @@ __all__ = [
     "findings",
     "findings_lines",
     "rho_calibration",
+    "within_family_spearman",
     "without_family",
 ]
 
@@ -76,6 +77,7 @@ def findings_lines(f: dict[str, Any]) -> list[str]:
         "as large." + _calibration_note(f.get("rhoCalibration")),
         "",
         *_without_family_lines(f.get("withoutFamily") or {}, names),
+        *_within_family_lines(f.get("withinFamily") or {}, names),
         "Second finding: forgetting in the encoder that PF and RD cannot see (medians over each family's runs; "
         "encoder drift = held-out reconstruction of A after B over after A):",
         "",
@@ -281,6 +283,7 @@ def findings(
         "spearman": {who: _axis_spearman(axis) for who, axis in axes.items()},
         "rhoCalibration": rho_calibration(reference, runs_per_cell, axis_methods),
         "withoutFamily": without_family(axes, reference, runs_per_cell, axis_methods),
+        "withinFamily": {who: within_family_spearman(axis) for who, axis in axes.items()},
         "drift": drift,
     }
 
@@ -335,6 +338,81 @@ def _without_family_lines(without: dict[str, Any], names: dict[str, str]) -> lis
                 f"| without {family} ({len(w['cells'])} cells) | {name} | {rho(w['clt'][key])} | "
                 f"{rho(w['seedSameCells'][key])} | {band} |"
             )
+    return [*lines, ""]
+
+
+EXACT_ORDERS = 1_000_000
+"""Within-family orders up to which the permutation p is enumerated exactly; Monte Carlo beyond."""
+
+
+def within_family_spearman(axis: list[dict[str, Any]], draws: int = 100_000) -> dict[str, Any]:
+    """The first finding at the unit the design makes: a family's cells share task A (its episodes and its model, in
+    the seed's design and clt's), so nine cells are three clusters, not nine independent points. Per distance: the
+    rank correlation of the axis RD with the distance among each family's own cells, pooled (ranks centred within
+    each family, then Pearson over all of them: the mean of the families' Spearman rho when each has three untied
+    cells), with its two-sided p over the orders that permute the distance only within families (all of them
+    enumerated up to `EXACT_ORDERS`, seeded Monte Carlo beyond). Families with fewer than two usable cells drop
+    out; None where nothing is left or nothing varies."""
+    import math
+
+    from scipy.stats import rankdata
+
+    out: dict[str, Any] = {}
+    for key in ("level", "dTrans", "taskBDifficulty"):
+        groups: dict[str, list[tuple[float, float]]] = {}
+        for a in axis:
+            if a["rd"] is not None and a[key] is not None:
+                groups.setdefault(a["cell"].split("-")[0], []).append((float(a["rd"]), float(a[key])))
+        kept = [g for _, g in sorted(groups.items()) if len(g) >= 2]
+        rx = [rankdata([p[0] for p in g]) - (len(g) + 1) / 2 for g in kept]
+        ry = [rankdata([p[1] for p in g]) - (len(g) + 1) / 2 for g in kept]
+        den = math.sqrt(sum(float((r**2).sum()) for r in rx) * sum(float((r**2).sum()) for r in ry))
+        entry: dict[str, Any] = {"rho": None, "p": None, "families": len(kept), "cells": sum(map(len, kept))}
+        if den == 0:
+            out[key] = entry | {"pKind": None}
+            continue
+        rho = sum(float(a @ b) for a, b in zip(rx, ry, strict=True)) / den
+        total = math.prod(math.factorial(len(g)) for g in kept)
+        if total <= EXACT_ORDERS:  # every within-family order: the sum over families of each family's terms
+            null = np.zeros(1)
+            for a, b in zip(rx, ry, strict=True):
+                null = np.add.outer(null, b[_orders(len(b))] @ a).ravel()
+            kind = f"exact, all {total} within-family orders, two-sided"
+        else:
+            rng = np.random.default_rng(0)
+            null = np.zeros(draws)
+            for a, b in zip(rx, ry, strict=True):
+                null += b[np.argsort(rng.random((draws, len(b))), axis=1)] @ a
+            kind = f"Monte Carlo, {draws} within-family orders, two-sided"
+        p = float(np.mean(np.abs(np.asarray(null) / den) >= abs(rho) - 1e-12))
+        out[key] = entry | {"rho": rho, "p": p, "pKind": kind}
+    return out
+
+
+def _within_family_lines(within: dict[str, Any], names: dict[str, str]) -> list[str]:
+    if not within:
+        return []
+
+    def rho(c: dict[str, Any]) -> str:
+        families = f"{c['families']} {'family' if c['families'] == 1 else 'families'}"
+        if c["rho"] is None:
+            return f"- ({families})"
+        return f"rho {c['rho']:+.2f}, p {c['p']:.3f} ({families}, {c['cells']} cells)"
+
+    lines = [
+        "Within families, the unit the design makes: a family's cells share task A (its episodes and model, in the "
+        "seed's design and in clt's), so the cells are clusters, and the p-values above, which treat every order of "
+        "the cells as equally likely, count them as independent. Here each distance is ranked against the axis RD "
+        "only among a family's own cells (ranks centred per family, pooled: the mean of the families' Spearman rho "
+        "when each has three untied cells), and p counts the orders that permute the distance within families only "
+        "(216 with three families of three cells, so p cannot fall below 2/216):",
+        "",
+        "| distance | clt (its cells) | seed, same cells | seed, all its cells |",
+        "|---|---|---|---|",
+    ]
+    for key, name in names.items():
+        cols = [(within.get(who) or {}).get(key) for who in ("clt", "seedSameCells", "seedAllCells")]
+        lines.append(f"| {name} | " + " | ".join("-" if c is None else rho(c) for c in cols) + " |")
     return [*lines, ""]
 
 
