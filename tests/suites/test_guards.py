@@ -350,10 +350,22 @@ def _interrupting(base: type[nav4.Nav4Method[Any]], marker: Path) -> type[nav4.N
     return Once
 
 
-OWN_FIELDS: dict[str, dict[str, Any]] = {"nav4.si": {"strength": 0.1}, "nav4.packnet": {"retrainUpdates": 2}}
+OWN_FIELDS: dict[str, dict[str, Any]] = {
+    "nav4.si": {"strength": 0.1},
+    "nav4.packnet": {"retrainUpdates": 2},
+    "nav4.replay-cloning": {  # the phase-end copy travels in the checkpoint
+        "capacity": 500,
+        "replayFraction": 0.25,
+        "behaviourCloningCoef": 1.0,
+        "cloneFrom": "completed-phases",
+        "cloneTargets": "phase-end-copy",
+    },
+}
 
 
-@pytest.mark.parametrize("name", ["nav4.sequential", "nav4.si", "nav4.specialist", "nav4.packnet"])
+@pytest.mark.parametrize(
+    "name", ["nav4.sequential", "nav4.si", "nav4.specialist", "nav4.packnet", "nav4.replay-cloning"]
+)
 def test_nav4_an_interrupted_run_resumes_from_its_last_task_boundary_with_the_same_record(
     tmp_path: Path, name: str
 ) -> None:

@@ -15,6 +15,7 @@ pytest.importorskip("torch")
 import gymnasium as gym
 
 from cltoolkit.registry import registries
+from cltoolkit.suites.nav4.api import Nav4TaskStart
 from cltoolkit.suites.nav4.env import ACTIONS, CHANNELS, TASKS, Nav4Env, fingerprint, grid_planes, solution
 from cltoolkit.suites.nav4.methods import UniformReplay
 from cltoolkit.suites.nav4.models import Nav4Protocol
@@ -291,3 +292,50 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     v1_method.task = 0
     assert v1_method._replay_loss(agent, batch) > plain + 1.0  # nav4-v1: every sample in memory is cloned
     assert np.isfinite(float(plain.detach()))
+
+
+def test_cloning_towards_the_phase_end_copy_reads_the_copy_not_the_stored_targets() -> None:
+    import torch
+
+    from cltoolkit.component_validation import load_protocol
+    from cltoolkit.suites.nav4.agent import AgentLedger, Learner
+    from cltoolkit.suites.nav4.api import Nav4TaskEnd
+    from cltoolkit.suites.nav4.suite import make_method
+
+    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
+    comp = v2.comparison("candidate")
+    hyper = {**comp.hyperparameters, "cloneTargets": "phase-end-copy"}
+    method = cast(UniformReplay, make_method(comp.method, hyper, registries()))
+    canvas = 2 * v2.environment.gridSize - 3
+    agent = Learner(method.params, canvas, 0, AgentLedger(), method)
+    n = 6
+    batch = {
+        "obs": torch.randint(0, 3, (n, len(CHANNELS), canvas, canvas)).float(),
+        "actions": torch.zeros(n, dtype=torch.int64),
+        "logp": torch.zeros(n),
+        "adv": torch.linspace(-1, 1, n),
+        "ret": torch.zeros(n),
+        "value": torch.full((n,), 5.0),
+        "logits": torch.full((n, len(ACTIONS)), 3.0).scatter(1, torch.zeros((n, 1), dtype=torch.int64), 9.0),
+        "task": torch.zeros(n, dtype=torch.int64),
+    }
+    plain = agent.policy_loss(batch)
+    method.task = 1
+    assert torch.isclose(method._replay_loss(agent, batch), plain)  # no phase completed yet: nothing to clone
+    rng = torch.get_rng_state()
+    method.end_task(agent, Nav4TaskEnd(task="key", index=0, last=False))
+    assert torch.equal(torch.get_rng_state(), rng)  # the copy's construction draws nothing from the run's stream
+    assert torch.isclose(method._replay_loss(agent, batch), plain)  # the copy is the network: KL 0, value term 0
+    other = {**batch, "logits": -batch["logits"], "value": -batch["value"]}
+    assert torch.isclose(method._replay_loss(agent, other), agent.policy_loss(other))  # stored targets unread
+    with torch.no_grad():
+        for p in agent.net.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    moved = agent.policy_loss(batch)
+    assert method._replay_loss(agent, batch) > moved + 1e-6  # the network left its copy: the terms pull it back
+    state = method.state_dict()
+    again = cast(UniformReplay, make_method(comp.method, hyper, registries()))
+    again.load_state_dict(state)
+    again.begin_task(agent, Nav4TaskStart(task="goal", index=1, tasks=("goal",), steps=1, total=4))
+    assert again.old is not None and method.old is not None
+    assert torch.equal(again.old(batch["obs"])[0], method.old(batch["obs"])[0])  # restored from a checkpoint

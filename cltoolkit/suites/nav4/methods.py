@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from cltoolkit.protocol._base import Strict
-from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Nav4TaskStart, Rollout
+from cltoolkit.suites.nav4.api import Nav4Method, Nav4Minibatch, Nav4TaskEnd, Nav4TaskStart, Rollout
 
 if TYPE_CHECKING:
     import torch
@@ -87,6 +87,11 @@ class Nav4ReplayParams(AgentParams):
     cloneFrom: Literal["all-memory", "completed-phases"] = "all-memory"
     """Which replayed samples the cloning terms act on: every sample in memory (nav4-v1), or only samples of
     phases already completed, so that the phase in progress is never cloned towards its own early behaviour."""
+    cloneTargets: Literal["stored", "phase-end-copy"] = "stored"
+    """What the cloning terms pull towards: the policy and value stored with each sample when it was collected
+    (CLEAR; nav4-v1), or a frozen copy of the network taken at the end of the last completed phase, evaluated on the
+    replayed states (ClonEx, Wolczyk et al. 2022; the crl suite's candidate). A stored target is the behaviour of the
+    moment the sample was collected, early in its phase as often as late; the copy is the phase's final policy."""
 
 
 class Sequential(Nav4Method[AgentParams]):
@@ -109,17 +114,43 @@ class UniformReplay(Nav4Method[Nav4ReplayParams]):
     def __post_init__(self) -> None:
         self.memory: Reservoir | None = None
         self.task = 0
+        self.old: torch.nn.Module | None = None
+        """The network's frozen copy from the last completed phase's end (cloneTargets `phase-end-copy`)."""
+        self.pending: dict[str, Any] | None = None
+        """The copy's weights from a checkpoint, made into a module at the next phase's start."""
+
+    def _copies(self) -> bool:
+        return self.cloning and self.params.cloneTargets == "phase-end-copy"
 
     def begin_task(self, learner: Learner, task: Nav4TaskStart) -> None:
         if self.memory is None:  # the learner's memory (restored with it), else a new one
             self.memory = learner.memory or learner.new_memory(self.params.capacity)
         self.task = task.index
+        if self.pending is not None:
+            self._copy(learner, self.pending)
+            self.pending = None
+
+    def end_task(self, learner: Learner, task: Nav4TaskEnd) -> None:
+        if self._copies():
+            self._copy(learner, learner.net.state_dict())
+
+    def _copy(self, learner: Learner, weights: dict[str, Any]) -> None:
+        import torch
+
+        with torch.random.fork_rng(devices=[]):  # its throwaway initialisation draws nothing from the run's stream
+            old = self.network(learner.canvas)  # a fresh module: the suite's counting hooks stay on its own network
+        old.load_state_dict(weights)
+        self.old = old.to(learner.device).requires_grad_(False).eval()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"task": self.task}  # the memory's contents are the learner's (it made it)
+        state: dict[str, Any] = {"task": self.task}  # the memory's contents are the learner's (it made it)
+        if self.old is not None:
+            state["old"] = {k: v.detach().cpu().clone() for k, v in self.old.state_dict().items()}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.task = int(state["task"])
+        self.pending = state.get("old")
 
     def observe(self, learner: Learner, rollout: Rollout) -> None:
         assert self.memory is not None
@@ -147,10 +178,16 @@ class UniformReplay(Nav4Method[Nav4ReplayParams]):
                 if not bool(keep.any()):
                     return loss
                 b = {key: value[keep] for key, value in b.items()}
+            target_logits, target_value = b["logits"], b["value"]
+            if self._copies():
+                if self.old is None:  # no phase has completed: nothing to clone
+                    return loss
+                with torch.no_grad():
+                    target_logits, target_value = self.old(b["obs"])
             logits, value = learner.net(b["obs"])
-            old = torch.log_softmax(b["logits"], -1)
+            old = torch.log_softmax(target_logits, -1)
             kl = (old.exp() * (old - torch.log_softmax(logits, -1))).sum(-1).mean()
-            loss = loss + coef * (kl + 0.5 * (value - b["value"]).pow(2).mean())
+            loss = loss + coef * (kl + 0.5 * (value - target_value).pow(2).mean())
         return loss
 
 
