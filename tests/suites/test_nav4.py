@@ -4,7 +4,7 @@ cannot change the agent, the duplicate-layout freeze check, and a smoke test of 
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -256,6 +256,23 @@ def test_two_orders_of_one_seed_share_streams_in_v1_and_not_in_v2() -> None:
     assert v2.stream_seed(3, "o1") == v2.stream_seed(3, "o1")  # deterministic
 
 
+def _replay_batch(obs: Any) -> dict[str, Any]:
+    """Replayed samples of phase 0 with stored targets: action 0 favoured (logits 9 against 3), value 5."""
+    import torch
+
+    n = len(obs)
+    return {
+        "obs": obs,
+        "actions": torch.zeros(n, dtype=torch.int64),
+        "logp": torch.zeros(n),
+        "adv": torch.linspace(-1, 1, n),
+        "ret": torch.zeros(n),
+        "value": torch.full((n,), 5.0),
+        "logits": torch.full((n, len(ACTIONS)), 3.0).scatter(1, torch.zeros((n, 1), dtype=torch.int64), 9.0),
+        "task": torch.zeros(n, dtype=torch.int64),
+    }
+
+
 def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> None:
     import numpy as np
     import torch
@@ -273,17 +290,7 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     v1_method = cast(
         UniformReplay, make_method(comp.method, {**comp.hyperparameters, "cloneFrom": "all-memory"}, registries())
     )
-    n = 6
-    batch = {
-        "obs": torch.zeros((n, len(CHANNELS), canvas, canvas)),
-        "actions": torch.zeros(n, dtype=torch.int64),
-        "logp": torch.zeros(n),
-        "adv": torch.linspace(-1, 1, n),
-        "ret": torch.zeros(n),
-        "value": torch.full((n,), 5.0),
-        "logits": torch.full((n, len(ACTIONS)), 3.0).scatter(1, torch.zeros((n, 1), dtype=torch.int64), 9.0),
-        "task": torch.zeros(n, dtype=torch.int64),
-    }
+    batch = _replay_batch(torch.zeros((6, len(CHANNELS), canvas, canvas)))
     method.task = 0  # every sample is of the phase in progress: no cloning term at all
     plain = agent.policy_loss(batch)
     assert torch.isclose(method._replay_loss(agent, batch), plain)
@@ -308,17 +315,7 @@ def test_cloning_towards_the_phase_end_copy_reads_the_copy_not_the_stored_target
     method = cast(UniformReplay, make_method(comp.method, hyper, registries()))
     canvas = 2 * v2.environment.gridSize - 3
     agent = Learner(method.params, canvas, 0, AgentLedger(), method)
-    n = 6
-    batch = {
-        "obs": torch.randint(0, 3, (n, len(CHANNELS), canvas, canvas)).float(),
-        "actions": torch.zeros(n, dtype=torch.int64),
-        "logp": torch.zeros(n),
-        "adv": torch.linspace(-1, 1, n),
-        "ret": torch.zeros(n),
-        "value": torch.full((n,), 5.0),
-        "logits": torch.full((n, len(ACTIONS)), 3.0).scatter(1, torch.zeros((n, 1), dtype=torch.int64), 9.0),
-        "task": torch.zeros(n, dtype=torch.int64),
-    }
+    batch = _replay_batch(torch.randint(0, 3, (6, len(CHANNELS), canvas, canvas)).float())
     plain = agent.policy_loss(batch)
     method.task = 1
     assert torch.isclose(method._replay_loss(agent, batch), plain)  # no phase completed yet: nothing to clone
