@@ -283,13 +283,12 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
 
     v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
     comp = v2.comparison("candidate")
-    method = cast(UniformReplay, make_method(comp.method, comp.hyperparameters, registries()))
+    stored = {**comp.hyperparameters, "cloneTargets": "stored"}  # nav4-v2's draft before the pilot (CLEAR)
+    method = cast(UniformReplay, make_method(comp.method, stored, registries()))
     assert method.params.cloneFrom == "completed-phases"
     canvas = 2 * v2.environment.gridSize - 3
     agent = Learner(method.params, canvas, 0, AgentLedger(), method)
-    v1_method = cast(
-        UniformReplay, make_method(comp.method, {**comp.hyperparameters, "cloneFrom": "all-memory"}, registries())
-    )
+    v1_method = cast(UniformReplay, make_method(comp.method, {**stored, "cloneFrom": "all-memory"}, registries()))
     batch = _replay_batch(torch.zeros((6, len(CHANNELS), canvas, canvas)))
     method.task = 0  # every sample is of the phase in progress: no cloning term at all
     plain = agent.policy_loss(batch)
@@ -311,7 +310,8 @@ def test_cloning_towards_the_phase_end_copy_reads_the_copy_not_the_stored_target
 
     v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
     comp = v2.comparison("candidate")
-    hyper = {**comp.hyperparameters, "cloneTargets": "phase-end-copy"}
+    hyper = comp.hyperparameters
+    assert hyper["cloneTargets"] == "phase-end-copy"  # nav4-v2's candidate as chosen after the pilot
     method = cast(UniformReplay, make_method(comp.method, hyper, registries()))
     canvas = 2 * v2.environment.gridSize - 3
     agent = Learner(method.params, canvas, 0, AgentLedger(), method)
