@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from typing import Any
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cltoolkit.jcs import CanonicalizationError, canonical_json
+from cltoolkit.protocol.load import loads_plain, loads_strict
 
 _FLOATS = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
     [
@@ -95,3 +97,61 @@ def test_a_record_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(rfc8785, "dumps", refused)
     assert canonical_json(value) == expected
+
+
+def _plain_or_none(text: str) -> bytes | None:
+    parsed = loads_plain(text)
+    return None if parsed is None else canonical_json(parsed, plain=True)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(_TEXT, _JSON, max_size=6), st.booleans())
+def test_a_plain_parse_writes_the_reference_bytes(value: dict[str, Any], ascii_only: bool) -> None:
+    """Parsed by `loads_plain` (the seal of a record read from disk), a document is written as the reference writes
+    the strict parse of the same text, or refused to the full path (None); never different bytes."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    fast = _plain_or_none(text)
+    if fast is not None:
+        assert fast == rfc8785.dumps(loads_strict(text))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(min_value=0, max_value=2**64 - 1))
+def test_every_float_bit_pattern_parsed_plain(bits: int) -> None:
+    value = struct.unpack("<d", struct.pack("<Q", bits))[0]
+    if not math.isfinite(value):
+        return
+    text = json.dumps({"x": [value, -value]})
+    fast = _plain_or_none(text)
+    if fast is not None:
+        assert fast == rfc8785.dumps(json.loads(text))
+    if 1e-3 <= abs(value) < 1e15 or (value.is_integer() and abs(value) < 2**53):
+        assert fast is not None  # the common numbers take the fast path
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2}',  # a repeated key: loads_strict reports it
+        '{"a": NaN}',
+        '{"a": 1e400}',
+        '{"a": 9007199254740992}',  # 2^53: the reference refuses it
+        '{"a": 9007199254740992.0}',
+        '{"a": 1e-05}',  # Python writes an exponent where ECMAScript does not
+        '{"a": 1e16}',
+        '{"\\ud83d\\ude00": 1, "\\ue000": 2}',  # escapes: keys beyond the plane sort by UTF-16
+        '{"\U0001f600": 1}',
+        "[1, 2]",
+        '{"a": 1} x',
+    ],
+)
+def test_what_a_plain_parse_leaves_to_the_full_path(text: str) -> None:
+    assert loads_plain(text) is None
+
+
+def test_integral_floats_parse_plain_as_integers() -> None:
+    assert _plain_or_none('{"b": [1.0, -0.0, 120.0, 0.25, 0.001], "a": "\\n\\u00e9"}') is None  # an escape
+    assert (
+        _plain_or_none('{"b": [1.0, -0.0, 120.0, 0.25, 0.001], "a": "\\né"}')
+        == '{"a":"\\né","b":[1,0,120,0.25,0.001]}'.encode()
+    )

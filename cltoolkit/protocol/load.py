@@ -7,13 +7,23 @@ import functools
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cltoolkit.errors import Problem, ValidationFailed, json_pointer
+from cltoolkit.jcs import NotPlain, plain_float, plain_int
 
-__all__ = ["decode_json_bytes", "display_path", "json_pointer", "load_json_file", "loads_strict", "read_json_text"]
+__all__ = [
+    "decode_json_bytes",
+    "display_path",
+    "json_pointer",
+    "load_json_file",
+    "loads_plain",
+    "loads_strict",
+    "read_json_text",
+]
 
 
 @functools.lru_cache(maxsize=4)
@@ -130,6 +140,30 @@ def _fast_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(obj) != len(pairs):
         raise _Duplicate
     return obj
+
+
+_ABOVE_BMP = re.compile("[\U00010000-\U0010ffff]")
+
+
+def loads_plain(text: str) -> dict[str, Any] | None:
+    """`loads_strict`'s value of a JSON object, parsed for `canonical_json(value, plain=True)`: each number in the
+    form RFC 8785 writes (see `cltoolkit.jcs.plain_float`). None for anything else, and for anything `loads_strict`
+    would refuse or report: a repeated key, NaN, a number the fast path does not write, a `\\u` escape (a lone
+    surrogate, or a key beyond the Basic Multilingual Plane, whose order RFC 8785 takes from UTF-16), a character
+    beyond that plane, a root that is not an object. The caller then parses with `loads_strict`, which reports."""
+    if "\\u" in text or (not text.isascii() and _ABOVE_BMP.search(text)):
+        return None
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_fast_hook,
+            parse_constant=_reject_constant,
+            parse_float=plain_float,
+            parse_int=plain_int,
+        )
+    except (_Duplicate, json.JSONDecodeError, _BadNumber, NotPlain, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def loads_strict(text: str, source: str | Callable[[], str] = "", *, require_object: bool = True) -> Any:

@@ -24,7 +24,7 @@ from cltoolkit._io import NotRegularFile, dump_json, read_regular_bytes, write_j
 from cltoolkit.errors import Problem, Refusal, ValidationFailed, pydantic_problems
 from cltoolkit.jcs import CanonicalizationError, canonical_json
 from cltoolkit.protocol._base import Strict
-from cltoolkit.protocol.load import decode_json_bytes, display_path, loads_strict
+from cltoolkit.protocol.load import decode_json_bytes, display_path, loads_plain, loads_strict
 
 __all__ = [
     "MIGRATIONS",
@@ -259,10 +259,11 @@ class RunRecord(Strict):
         return value if isinstance(value, dict) else None
 
 
-def record_seal(data: dict[str, Any]) -> str:
-    """The seal of a record's JSON object: SHA-256 of its RFC 8785 bytes without the `seal` key."""
+def record_seal(data: dict[str, Any], *, plain: bool = False) -> str:
+    """The seal of a record's JSON object: SHA-256 of its RFC 8785 bytes without the `seal` key (`plain`: parsed by
+    `loads_plain`, see `cltoolkit.jcs`)."""
     body = {k: v for k, v in data.items() if k != "seal"}
-    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(body, plain=plain)).hexdigest()
 
 
 def _read_text(path: Path) -> str:
@@ -316,7 +317,10 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
     def where() -> str:  # the display path costs system calls: computed only for a message
         return display_path(path)
 
-    data = loads_strict(text, where)
+    data = loads_plain(text)  # numbers as RFC 8785 writes them: the seal needs no walk over the values
+    plain = data is not None
+    if data is None or data.get("recordVersion") != RECORD_VERSION:  # an older version is migrated from its values
+        data, plain = loads_strict(text, where), False
     version = data.get("recordVersion")
     if not isinstance(version, int) or isinstance(version, bool):
         raise ValidationFailed(problems=[Problem(f"{where()}: /recordVersion", "missing or not an integer")])
@@ -329,7 +333,7 @@ def read_record(path: Path, verified: MutableMapping[str, str] | None = None) ->
         if not isinstance(seal, str):
             raise ValidationFailed(problems=[Problem(f"{where()}: /seal", "missing: every record is sealed")])
         try:
-            actual = record_seal(data)  # bytes the store had checked returned above
+            actual = record_seal(data, plain=plain)  # bytes the store had checked returned above
         except CanonicalizationError as exc:
             raise ValidationFailed(problems=[Problem(where(), f"cannot canonicalize (RFC 8785): {exc}")]) from None
         if actual != seal:

@@ -75,3 +75,28 @@ def test_the_scan_names_each_kind_of_damaged_run_folder(toy: Project) -> None:
     with pytest.raises(ValidationFailed) as caught:
         read_record(edited / "record.json")
     assert caught.value.problems[0].where.endswith(f"{edited.name}/record.json: /seal")  # the path, for the message
+
+
+@pytest.mark.parametrize("value", [1.5e-05, 2.0, 0.125, 3e16])
+def test_a_seal_checks_the_same_on_the_plain_and_the_full_parse(toy: Project, value: float) -> None:
+    """A record's seal is checked on a parse that writes its numbers as RFC 8785 does without walking them
+    (`loads_plain`) or, for numbers that parse cannot take (an exponent), in full: both agree, and an edit is found
+    on both."""
+    from cltoolkit.protocol.load import loads_plain, loads_strict
+    from cltoolkit.run.record import record_seal
+
+    store = _ran(toy)
+    path = next(iter(sorted(store.folder.glob("*/record.json"))))
+    data = json.loads(path.read_text())
+    data["metrics"]["toy.score-v1"] = {"t1": value}
+    data["seal"] = record_seal(data)
+    path.write_text(json.dumps(data, sort_keys=True, indent=2))
+    plain = loads_plain(path.read_text())
+    assert (plain is None) == (value in (1.5e-05, 3e16))
+    if plain is not None:
+        assert record_seal(plain, plain=True) == record_seal(loads_strict(path.read_text())) == data["seal"]
+    assert read_record(path).metrics["toy.score-v1"] == {"t1": value}
+    data["metrics"]["toy.score-v1"] = {"t1": value * 2}
+    path.write_text(json.dumps(data, sort_keys=True, indent=2))
+    with pytest.raises(ValidationFailed, match="/seal"):
+        read_record(path)
