@@ -188,10 +188,9 @@ def local_mac(data: bytes) -> str | None:
     """`hmac-sha256:<hex>` of `data` under this machine's secret: what a local cache (the store's `.seals`, wmf's
     stage files) records so that a file committed, copied or planted from elsewhere never vouches for content; None
     where the machine has no secret."""
-    import hashlib
     import hmac
 
     key = _local_key()
     if key is None:
         return None
-    return "hmac-sha256:" + hmac.new(key, data, hashlib.sha256).hexdigest()
+    return "hmac-sha256:" + hmac.digest(key, data, "sha256").hex()  # one call (OpenSSL's): 10,000 per report
