@@ -142,6 +142,18 @@ def _fast_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+def _parse_fast(text: str, parse_float: Callable[[str], Any], parse_int: Callable[[str], int]) -> Any:
+    """One parse into plain dicts; a repeated key, NaN or a number the hooks refuse raises (the caller's slow path
+    then reports it, or the caller falls back)."""
+    return json.loads(
+        text,
+        object_pairs_hook=_fast_hook,
+        parse_constant=_reject_constant,
+        parse_float=parse_float,
+        parse_int=parse_int,
+    )
+
+
 _ABOVE_BMP = re.compile("[\U00010000-\U0010ffff]")
 
 
@@ -154,13 +166,7 @@ def loads_plain(text: str) -> dict[str, Any] | None:
     if "\\u" in text or (not text.isascii() and _ABOVE_BMP.search(text)):
         return None
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_fast_hook,
-            parse_constant=_reject_constant,
-            parse_float=plain_float,
-            parse_int=plain_int,
-        )
+        value = _parse_fast(text, plain_float, plain_int)
     except (_Duplicate, json.JSONDecodeError, _BadNumber, NotPlain, RecursionError):
         return None
     return value if isinstance(value, dict) else None
@@ -175,13 +181,7 @@ def loads_strict(text: str, source: str | Callable[[], str] = "", *, require_obj
         return (source() if callable(source) else source) or "<input>"
 
     try:  # fast path: plain dicts; a repeated key falls through to the slow path, which locates every one
-        value = json.loads(
-            text,
-            object_pairs_hook=_fast_hook,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-            parse_int=_bounded_int,
-        )
+        value = _parse_fast(text, _finite_float, _bounded_int)
     except (_Duplicate, json.JSONDecodeError, _BadNumber, RecursionError):
         pass
     else:
