@@ -5,8 +5,9 @@ writes the records directly (not timed), then times, wall and CPU: the store sca
 (cold: a fresh clone) and with the seals of unchanged files remembered (warm: records this machine wrote or already
 checked), the gatekeeper in process (dry run and full report) and its check (`clt report --check`: the committed
 block recomputed, the reports rendered again), and the `clt report` command in fresh processes (imports included),
-once cold and `--repeat` times warm, each warm run followed by one with the figures' cache removed (the warm
-median CPU time is compared with #52's target of 3 CPU-seconds). With `--instructions`, the instructions of the
+once cold and `--repeat` times warm, each warm run followed by one with the figures' cache removed and one as a fresh
+clone's first report (seals and figures both computed; its median CPU time is compared with #52's target of 3
+CPU-seconds, stated for a fresh checkout, and the warm median beside it). With `--instructions`, the instructions of the
 same command's own process (the figures' forked child left out) counted by valgrind's callgrind, once cold and once
 warm: repeatable to about 0.1% whatever else the machine runs, where CPU time on these virtual machines moves by
 20-35% within an hour (compare commits by this).
@@ -206,17 +207,21 @@ def main() -> int:
             int(line.split(":")[-1]) for line in err.splitlines() if line.startswith(f"=={proc.pid}== Collected")
         )
 
-    cli, drawing = [], []
-    for _ in range(args.repeat):  # interleaved, so that this machine's drift hits both alike
+    cli, drawing, fresh = [], [], []
+    for _ in range(args.repeat):  # interleaved, so that this machine's drift hits all three alike
         cli.append(cli_run())  # records this machine wrote or already checked, the figures kept from the last report
         cache.unlink(missing_ok=True)
         drawing.append(cli_run())  # the same, the figures drawn again (a changed record, or the first report)
+        cache.unlink(missing_ok=True)
+        seals.unlink(missing_ok=True)
+        fresh.append(cli_run())  # a fresh clone's first report: every seal checked in full and the figures drawn
     counted = None
     if args.instructions:
         seals.unlink(missing_ok=True)
         counted = {"cold": instructions(), "warm": instructions()}
     wall = [w for w, _ in cli]
     cpu_median = statistics.median(c for _, c in cli)
+    fresh_median = statistics.median(c for _, c in fresh)
     out = {
         "benchmark": "report",
         "records": dry.results.runs.completed,
@@ -237,9 +242,12 @@ def main() -> int:
         "cliMedianCpuSeconds": round(cpu_median, 3),
         "cliDrawingSeconds": [{"wall": w, "cpu": c} for w, c in drawing],
         "cliDrawingMedianCpuSeconds": round(statistics.median(c for _, c in drawing), 3),
+        "cliFreshSeconds": [{"wall": w, "cpu": c} for w, c in fresh],
+        "cliFreshMedianCpuSeconds": round(fresh_median, 3),
         "cliInstructions": counted,
         "targetCpuSeconds": 3.0,
-        "meetsTarget": cpu_median < 3.0,
+        "meetsTarget": fresh_median < 3.0,  # #52's target is stated for a fresh checkout's report
+        "meetsTargetWarm": cpu_median < 3.0,
         "cpus": os.cpu_count(),
         "project": str(root) if args.keep else None,
     }
