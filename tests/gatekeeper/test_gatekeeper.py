@@ -43,6 +43,30 @@ def _rewrite(project: Project, run_id: str, **changes: object) -> None:
     store.write(RunRecord.model_validate_json(json.dumps(data)))
 
 
+def test_report_pauses_the_collector_and_leaves_it_as_it_found_it(toy, cli, monkeypatch) -> None:
+    """`clt report` pauses the cyclic collector for the whole command (its records are acyclic) and resumes it when
+    the command ends, refused or not: a process that reports (a test run, a notebook) keeps its collector."""
+    import gc
+
+    from cltoolkit.gatekeeper import gatekeeper
+
+    _setup(toy)
+    assert cli("run", "-p", "toy-v1", "--workers", "2").exit_code == 0
+    seen: list[bool] = []
+    real = gatekeeper.report_protocol
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gatekeeper, "report_protocol", watched)
+    assert gc.isenabled()
+    assert cli("report", "-p", "toy-v1").exit_code == 0
+    assert seen == [False] and gc.isenabled()
+    assert cli("report", "-p", "nope-v1").exit_code != 0  # refused before any record is read
+    assert seen == [False, False] and gc.isenabled()
+
+
 def test_end_to_end_and_idempotent(toy, cli) -> None:
     _setup(toy)
     result = cli("run", "-p", "toy-v1", "--workers", "2")
