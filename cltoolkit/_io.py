@@ -51,10 +51,15 @@ def read_regular_bytes(path: Path) -> bytes:
             raise NotRegularFile(exc.errno, "is a symbolic link, not a regular file", str(path)) from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(0, "not a regular file", str(path))
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
+        parts = []  # os.read directly: a buffered file object per read cost a third of reading 10,000 records
+        want = info.st_size + 1  # the whole file in one read, and the next read sees its end
+        while chunk := os.read(fd, want):
+            parts.append(chunk)
+            want = 1 << 20  # the file grew while being read: read on to its end
+        return parts[0] if len(parts) == 1 else b"".join(parts)
     finally:
         os.close(fd)
 
