@@ -59,7 +59,7 @@ def read_regular_bytes(path: Path) -> bytes:
         while chunk := os.read(fd, want):
             parts.append(chunk)
             want = 1 << 20  # the file grew while being read: read on to its end
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return b"".join(parts)  # one part is returned as it is, not copied
     finally:
         os.close(fd)
 
