@@ -8,9 +8,9 @@ block recomputed, the reports rendered again), and the `clt report` command in f
 once cold and `--repeat` times warm, each warm run followed by one with the figures' cache removed and one as a fresh
 clone's first report (seals and figures both computed; its median CPU time is compared with #52's target of 3
 CPU-seconds, stated for a fresh checkout, and the warm median beside it). With `--instructions`, the instructions of the
-same command's own process (the figures' forked child left out) counted by valgrind's callgrind, once cold and once
-warm: repeatable to about 0.1% whatever else the machine runs, where CPU time on these virtual machines moves by
-20-35% within an hour (compare commits by this).
+same command's process (its figures included since the 41st session, which drew them in a forked child before)
+counted by valgrind's callgrind, once cold and once warm: repeatable to about 0.1% whatever else the machine runs,
+where CPU time on these virtual machines moves by 20-35% within an hour (compare commits by this).
 Prints one JSON object. Usage: python bench/report.py [--records N] [--keep DIR] [--instructions]
 """
 
@@ -190,8 +190,8 @@ def main() -> int:
     cache = project.stage_reports_dir("toy-v1", "main") / CACHE_FILE
 
     def instructions() -> int:
-        """The report's own process under callgrind. The figures' child is left out: callgrind counts a forked
-        child's instructions from the parent's start, so its count repeats everything before the fork."""
+        """The report's process under callgrind, its figures included (drawn in process since the 41st session;
+        counts before it left a forked child's drawing out)."""
         with tempfile.TemporaryDirectory() as tmp:
             proc = subprocess.Popen(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p", *command],

@@ -17,14 +17,6 @@ from cltoolkit.registry import reset_registries
 REPO = Path(__file__).resolve().parent.parent
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Import the report's drawing libraries once: `clt report` draws its figures in a forked child, which inherits
-    what this process has imported; without this, every in-process report's child imports matplotlib afresh (0.3-0.5
-    s each, a tenth of the default suite). Subprocesses (`tests/test_light.py`) are unaffected."""
-    import matplotlib.backends.backend_agg
-    import matplotlib.figure  # noqa: F401
-
-
 @pytest.fixture(autouse=True)
 def _clt_root_kept() -> Iterator[None]:
     """`clt --root` sets CLT_ROOT for its process (workers and plugins find the project that way); a test that invokes

@@ -68,6 +68,17 @@ class ToyAnalysis(Analysis[ToyProtocol]):
         return {"runs": len(records)}
 
 
+class DrawingToyAnalysis(ToyAnalysis):
+    """The toy analysis with a figure of its own (matplotlib, as the wmf, ladder and sessions suites draw theirs)."""
+
+    def figures(self, protocol: ProtocolBase, records: Sequence[RunRecord], summaries: dict[str, Any]) -> list[Any]:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(3, 2))
+        fig.subplots().plot([r.spec.seed for r in records], marker="o")
+        return [("Toy seeds", fig)]
+
+
 class ToySuite(Suite[ToyProtocol]):
     name = "toy"
     protocol_model = ToyProtocol

@@ -1,6 +1,6 @@
-"""The report's drawn figures kept for the next `clt report` of the same inputs: drawing them (matplotlib's import
-and the drawing, in a forked child) is about a fifth of a repeated report's CPU time over 10,000 records, and a
-report is often rerun on unchanged records (after a status note, an erratum, or a check).
+"""The report's drawn figures kept for the next `clt report` of the same inputs: a suite's own figures are drawn with
+matplotlib (its import and the drawing, 0.4 CPU-seconds or more; the toolkit's own SVG charts cost milliseconds), and
+a report is often rerun on unchanged records (after a status note, an erratum, or a check).
 
 The figures are a function of the protocol document, the results block, the records and the code that draws them
 (`render.figure_blocks`). The key is a SHA-256 over all four: the document without its results block and the status

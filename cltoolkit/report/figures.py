@@ -42,56 +42,14 @@ def figures(
     loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord], regs: Registries
 ) -> dict[str, list[tuple[str, Any]]]:
     """Figures by the section they support: `gates` (intervals, profiles), `suite`, `runs` (matrices, curves);
-    `regs` are the project's registries."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure  # no pyplot: lighter, and no global figure state
-
+    `regs` are the project's registries. The toolkit's own figures are SVG text (`svg`); a suite's own may be
+    matplotlib figures."""
     figs: list[tuple[str, Any]] = []
     hyps = [(g, h) for g in results.gates for h in g.hypotheses if h.interval is not None and h.estimate is not None][
         :24
     ]
     if hyps:
-        import numpy as np
-
-        gates = {g.id: g for g in loaded.model.gates}
-        units: dict[str, list[Any]] = {}
-        for g, h in hyps:  # one panel per unit: values, thresholds and margins in one unit share an axis
-            units.setdefault(gates[g.id].unit if g.id in gates else "", []).append((g, h))
-        fig = Figure(figsize=(9, 1.0 + 0.45 * len(hyps) + 0.6 * len(units)))
-        FigureCanvasAgg(fig)  # a real canvas, so layout can measure text
-        axes = fig.subplots(
-            len(units), 1, squeeze=False, gridspec_kw={"height_ratios": [len(v) for v in units.values()]}
-        )
-        for ax, (unit, rows) in zip(axes[:, 0], units.items(), strict=True):
-            for i, (g, h) in enumerate(rows):
-                vals = np.array(list(h.replicates.values()))
-                if vals.size:
-                    ax.plot(vals, i + np.linspace(-0.25, 0.25, vals.size), "o", ms=2.5, color="grey", alpha=0.5)
-                lo, hi = h.interval
-                ax.plot(
-                    [lo if lo is not None else h.estimate, hi if hi is not None else h.estimate],
-                    [i, i],
-                    color="C0",
-                    lw=3,
-                )
-                ax.plot(
-                    [h.estimate],
-                    [i],
-                    "D",
-                    color="C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k",
-                )
-                bound = tested_bound(gates.get(g.id))
-                if bound is not None:
-                    ax.plot([bound, bound], [i - 0.4, i + 0.4], color="k", lw=1, ls="--")
-            ax.set_yticks(range(len(rows)), [f"{g.id}/{h.scope}" for g, h in rows], fontsize=9)
-            ax.set_ylim(len(rows) - 0.5, -0.5)
-            ax.set_xlabel(f"{unit} (paired gates: method minus reference)", fontsize=9)
-        axes[0, 0].set_title(
-            "Per-replicate values (points), estimate (diamond: green pass, red fail), interval (bar), tested bound "
-            "(dashed)",
-            fontsize=9,
-        )
-        figs.append(("Gate intervals with per-replicate values", fig))
+        figs.append(("Gate intervals with per-replicate values", _intervals(loaded, hyps)))
     figs += _profiles(loaded, results, regs)
     from cltoolkit.report.standard import curve_figures, matrix_figures
 
@@ -105,15 +63,62 @@ def figures(
     return out
 
 
+def _intervals(loaded: LoadedProtocol, hyps: list[tuple[Any, Any]]) -> str:
+    """Per gate hypothesis: the per-replicate values, the estimate, the interval and the tested bound; one panel per
+    unit (values, thresholds and margins in one unit share an axis)."""
+    from cltoolkit.report.svg import Axes, Chart, padded, text_width
+
+    gates = {g.id: g for g in loaded.model.gates}
+    units: dict[str, list[Any]] = {}
+    for g, h in hyps:
+        units.setdefault(gates[g.id].unit if g.id in gates else "", []).append((g, h))
+    left = 24 + max(text_width(f"{g.id}/{h.scope}", 9) for g, h in hyps)
+    width = max(900.0, left + 420)
+    row, gap, top = 24.0, 56.0, 32.0
+    chart = Chart(width, top + sum(row * len(rows) + gap for rows in units.values()))
+    y = top
+    for k, (unit, rows) in enumerate(units.items()):
+        values: list[float] = []
+        for g, h in rows:
+            bound = tested_bound(gates.get(g.id))
+            values += [*map(float, h.replicates.values()), float(h.estimate)]
+            values += [float(v) for v in (*h.interval, bound) if v is not None]
+        ax = Axes(chart, (left, y, width - left - 24, row * len(rows)), padded(values), (-0.5, len(rows) - 0.5), True)
+        lo_x, hi_x = ax.xlim
+        for i, (g, h) in enumerate(rows):
+            reps = [float(v) for v in h.replicates.values()]
+            for j, v in enumerate(reps):
+                offset = -0.25 + 0.5 * j / (len(reps) - 1) if len(reps) > 1 else 0.0
+                chart.marker(ax.px(v), ax.py(i + offset), "o", 2.2, "grey", 0.5)
+            ends = [h.estimate if v is None else min(max(float(v), lo_x), hi_x) for v in h.interval]
+            ax.plot(ends, [i, i], "C0", 4.0)
+            decision = "C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k"
+            chart.marker(ax.px(float(h.estimate)), ax.py(i), "D", 5.0, decision)
+            bound = tested_bound(gates.get(g.id))
+            if bound is not None:
+                ax.plot([bound, bound], [i - 0.4, i + 0.4], "k", 1.2, "--")
+        ax.frame(
+            xlabel=f"{unit} (paired gates: method minus reference)",
+            ycategories=[f"{g.id}/{h.scope}" for g, h in rows],
+            title=(
+                "Per-replicate values (points), estimate (diamond: green pass, red fail), interval (bar), tested "
+                "bound (dashed)"
+                if k == 0
+                else ""
+            ),
+        )
+        y += row * len(rows) + gap
+    return chart.svg("Gate intervals with per-replicate values")
+
+
 def _profiles(loaded: LoadedProtocol, results: Results, regs: Registries) -> list[tuple[str, Any]]:
     """Performance profiles of every gate metric over runs, with the threshold convention on the axis."""
     import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
+    from cltoolkit.report.svg import Axes, Chart, padded, text_width
     from cltoolkit.stats import performance_profile
 
-    figs = []
+    figs: list[tuple[str, Any]] = []
     for decl in loaded.model.metrics:
         if decl.kind != "gate" or decl.id not in regs.metric:
             continue
@@ -134,22 +139,27 @@ def _profiles(loaded: LoadedProtocol, results: Results, regs: Registries) -> lis
         allv = np.concatenate([np.asarray(v) for v in by_comp.values()])
         pad = 0.02 * (allv.max() - allv.min() or 1.0)  # past both ends, so every profile reaches 0 and 1
         taus = np.linspace(allv.min() - pad, allv.max() + pad, 200)
-        fig = Figure(figsize=(9, 3.6))
-        FigureCanvasAgg(fig)
-        ax = fig.subplots()
         colors = comparison_colors(loaded.model)
+        labels = [f"{comp} (n={len(vals)})" for comp, vals in by_comp.items()]
+        legend = 40 + max(text_width(label, 8) for label in labels)
+        chart = Chart(900 + legend, 380)
+        ax = Axes(chart, (64, 32, 900 - 64 - 16, 380 - 32 - 48), padded(list(taus)), padded([0.0, 1.0]))
         for comp, vals in by_comp.items():
             x = np.asarray(vals) if higher else -np.asarray(vals)
             profile = performance_profile(x, taus if higher else -taus)
-            ax.step(taus, profile, where="post", label=f"{comp} (n={len(vals)})", color=colors.get(comp))
+            ax.step(taus.tolist(), profile.tolist(), colors.get(comp, "k"))
         sign = ">" if higher else "<"
-        ax.set_xlabel(
-            f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)", fontsize=9
+        ax.frame(
+            xlabel=f"threshold tau ({decl.id}); profile = fraction of runs with score {sign} tau (strict)",
+            ylabel="fraction of runs",
+            title=f"Performance profile: {decl.label} ({shown})",
         )
-        ax.set_ylabel("fraction of runs", fontsize=9)
-        ax.set_title(f"Performance profile: {decl.label} ({shown})", fontsize=10)
-        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-        figs.append((f"Performance profile: {decl.id}", fig))
+        chart.legend(
+            900 + 8,
+            40,
+            [(label, colors.get(comp, "k"), "-", 1.5) for label, comp in zip(labels, by_comp, strict=True)],
+        )
+        figs.append((f"Performance profile: {decl.id}", chart.svg(f"Performance profile: {decl.id}")))
     return figs
 
 
@@ -167,11 +177,13 @@ def png(fig: Any) -> str:
 def draw_figure_blocks(
     project: Project, loaded: LoadedProtocol, results: Results, records: Sequence[RunRecord]
 ) -> dict[str, str]:
-    """The report's figures as HTML by the section they support (PNG images inlined), drawn now."""
+    """The report's figures as HTML by the section they support, drawn now: the toolkit's own as inline SVG, a
+    suite's matplotlib figures as inline PNG images."""
     return {
         section: "".join(
-            f'<figure><figcaption>{html.escape(t)}</figcaption><img alt="{html.escape(t)}" '
-            f'src="data:image/png;base64,{png(fig)}"></figure>'
+            f"<figure><figcaption>{html.escape(t)}</figcaption>"
+            + (fig if isinstance(fig, str) else f'<img alt="{html.escape(t)}" src="data:image/png;base64,{png(fig)}">')
+            + "</figure>"
             for t, fig in figs
         )
         for section, figs in figures(loaded, results, records, registries(project.components_file)).items()

@@ -75,8 +75,8 @@ def matrix_markdown(records: Sequence[RunRecord]) -> str:
 
 
 def matrix_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """Per comparison, the per-task matrix averaged over runs as a heat map (SVG), on one colour scale for all."""
+    from cltoolkit.report.svg import Axes, Chart, nice_ticks, text_width, tick_labels, viridis
 
     parsed_all: list[tuple[str, list[str], list[str], np.ndarray]] = []
     for label, entries in list(_group(records, "successMatrix").items())[:12]:
@@ -94,34 +94,56 @@ def matrix_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
     finite = np.concatenate([mean[~np.isnan(mean)] for *_, mean in means])
     # one colour scale for every matrix of the report: [0, 1] for rates, else the range of all of them
     lo, hi = (0.0, 1.0) if finite.min() >= 0 and finite.max() <= 1 else (float(finite.min()), float(finite.max()))
-    figs = []
+    span = (hi - lo) or 1.0
+    figs: list[tuple[str, Any]] = []
     for label, tasks, phases, m, mean in means:
-        fig = Figure(figsize=(2.0 + 1.1 * len(tasks), 1.4 + 0.6 * len(phases)))
-        FigureCanvasAgg(fig)
-        ax = fig.subplots()
-        im = ax.imshow(np.ma.masked_invalid(mean), vmin=lo, vmax=hi, cmap="viridis", aspect="auto")
+        cell_w = max(72.0, 12 + max(text_width(t, 9) for t in tasks))
+        cell_h = 34.0
+        left = 20 + max(text_width(f"after {p}", 9) for p in phases)
+        title = f"{label}: mean over {m.shape[0]} runs"
+        plot_w, plot_h = cell_w * len(tasks), cell_h * len(phases)
+        width = max(left + plot_w + 120, left + text_width(title, 10) + 40)
+        chart = Chart(width, 40 + plot_h + 48)
+        ax = Axes(chart, (left, 40, plot_w, plot_h), (-0.5, len(tasks) - 0.5), (-0.5, len(phases) - 0.5), True)
         for i in range(len(phases)):
             for j in range(len(tasks)):
-                if not np.isnan(mean[i, j]):
-                    light = (float(mean[i, j]) - lo) / ((hi - lo) or 1.0) > 0.55  # viridis turns yellow: dark text
-                    ax.text(
-                        j, i, f"{mean[i, j]:.2f}", ha="center", va="center", fontsize=9, color="k" if light else "w"
-                    )
-        ax.set_xticks(range(len(tasks)), tasks, fontsize=9)
-        ax.set_yticks(range(len(phases)), [f"after {p}" for p in phases], fontsize=9)
-        ax.set_xlabel("evaluated on task", fontsize=9)
-        ax.set_title(f"{label}: mean over {m.shape[0]} runs", fontsize=10)
-        bar = fig.colorbar(im, ax=ax)
-        bar.set_label("mean value (same scale in every matrix)", fontsize=8)
-        figs.append((f"Per-task matrix: {label}", fig))
+                value = float(mean[i, j])
+                x, y = ax.px(j - 0.5), ax.py(i - 0.5)
+                if np.isnan(value):
+                    chart.rect(x, y, cell_w, cell_h, "#ffffff")
+                    continue
+                fraction = (value - lo) / span
+                chart.rect(x, y, cell_w, cell_h, viridis(fraction))
+                light = fraction > 0.55  # viridis turns yellow: dark text
+                chart.text(ax.px(j), ax.py(i), f"{value:.2f}", 9, "middle", "k" if light else "w")
+        ax.frame(
+            xlabel="evaluated on task",
+            title=title,
+            xcategories=tasks,
+            ycategories=[f"after {p}" for p in phases],
+        )
+        bar_x, stripes = left + plot_w + 16, 48
+        for k in range(stripes):  # the colour bar, low at the bottom
+            chart.rect(
+                bar_x, 40 + plot_h * (1 - (k + 1) / stripes), 14, plot_h / stripes + 0.3, viridis(k / (stripes - 1))
+            )
+        chart.polyline(
+            [(bar_x, 40), (bar_x + 14, 40), (bar_x + 14, 40 + plot_h), (bar_x, 40 + plot_h), (bar_x, 40)], "k", 0.8
+        )
+        ticks = nice_ticks(lo, hi, 5) if hi > lo else [lo]
+        for t, s in zip(ticks, tick_labels(ticks), strict=True):
+            ty = 40 + plot_h * (1 - (t - lo) / span) if hi > lo else 40 + plot_h / 2
+            chart.line(bar_x + 14, ty, bar_x + 18, ty, "k", 0.8)
+            chart.text(bar_x + 20, ty, s, 8)
+        chart.text(bar_x + 66, 40 + plot_h / 2, "mean value (same scale in every matrix)", 8, "middle", rotate=True)
+        figs.append((f"Per-task matrix: {label}", chart.svg(f"Per-task matrix: {label}")))
     return figs
 
 
 def curve_figures(records: Sequence[RunRecord], colors: dict[str, str] | None = None) -> list[tuple[str, Any]]:
-    """Learning curves, one figure per curve name; a comparison keeps its colour (`colors`: comparison -> colour)
-    in every figure of the report, with task orders / cells of one comparison drawn dashed and dotted."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """Learning curves, one figure per curve name (SVG); a comparison keeps its colour (`colors`: comparison ->
+    colour) in every figure of the report, with task orders / cells of one comparison drawn dashed and dotted."""
+    from cltoolkit.report.svg import Axes, Chart, padded, text_width
 
     by_name: dict[str, dict[str, list[Any]]] = {}
     for label, entries in _group(records, "curves").items():
@@ -129,35 +151,45 @@ def curve_figures(records: Sequence[RunRecord], colors: dict[str, str] | None = 
             for name, curve in entry.items():
                 if isinstance(curve, dict) and "x" in curve and "y" in curve:
                     by_name.setdefault(name, {}).setdefault(label, []).append(curve)
-    figs = []
+    figs: list[tuple[str, Any]] = []
     for name, groups in by_name.items():  # every curve: a report never drops one silently
-        fig = Figure(figsize=(8, 3.6))
-        FigureCanvasAgg(fig)
-        ax = fig.subplots()
-        meta: dict[str, Any] = {}
+        shown = list(groups.items())[:10]
+        xs = [_number(v) for _, curves in shown for c in curves for v in c["x"]]
+        ys = [_number(v) for _, curves in shown for c in curves for v in c["y"]]
         styles = ("-", "--", ":", "-.")
         seen: dict[str, int] = {}
-        for k, (label, curves) in enumerate(list(groups.items())[:10]):
+        drawn: list[tuple[str, str, str, list[Any], bool]] = []
+        for k, (label, curves) in enumerate(shown):
             comparison = label.split(" / ")[0]
-            color = (colors or {}).get(comparison, f"C{k}")
             style = styles[seen.setdefault(comparison, 0) % len(styles)]
             seen[comparison] += 1
-            for c in curves:
-                ax.plot(c["x"], c["y"], color=color, lw=0.6, alpha=0.35)
             lengths = {len(c["x"]) for c in curves}
-            if len(lengths) == 1 and all(list(c["x"]) == list(curves[0]["x"]) for c in curves):
-                ax.plot(
-                    curves[0]["x"],
-                    np.mean([c["y"] for c in curves], axis=0),
-                    color=color,
-                    ls=style,
-                    lw=2,
-                    label=f"{label} (n={len(curves)})",
-                )
-            meta = curves[0]
-        ax.set_xlabel(str(meta.get("xLabel", "")), fontsize=9)
-        ax.set_ylabel(str(meta.get("yLabel", name)), fontsize=9)
-        ax.set_title(f"{name}: mean (thick) and every run (thin)", fontsize=10)
-        ax.legend(fontsize=8)
-        figs.append((f"Curves: {name}", fig))
+            same_x = len(lengths) == 1 and all(list(c["x"]) == list(curves[0]["x"]) for c in curves)
+            drawn.append((label, (colors or {}).get(comparison, f"C{k}"), style, curves, same_x))
+        entries = [
+            (f"{label} (n={len(curves)})" + ("" if same_x else ", runs differ in x: no mean"), color, style, 2.2)
+            for label, color, style, curves, same_x in drawn
+        ]
+        legend = 40 + max(text_width(e[0], 8) for e in entries)
+        chart = Chart(820 + legend, 380)
+        ax = Axes(chart, (72, 32, 820 - 72 - 16, 380 - 32 - 48), padded(xs, 0.0), padded(ys))
+        for _, color, style, curves, same_x in drawn:
+            for c in curves:
+                ax.plot([_number(v) for v in c["x"]], [_number(v) for v in c["y"]], color, 0.9, "-", 0.35)
+            if same_x:
+                mean = np.mean(np.asarray([[_number(v) for v in c["y"]] for c in curves], dtype=float), axis=0)
+                ax.plot([_number(v) for v in curves[0]["x"]], list(mean), color, 2.2, style)
+        meta = drawn[-1][3][0]
+        ax.frame(
+            xlabel=str(meta.get("xLabel", "")),
+            ylabel=str(meta.get("yLabel", name)),
+            title=f"{name}: mean (thick) and every run (thin)",
+        )
+        chart.legend(820 + 8, 40, entries)
+        figs.append((f"Curves: {name}", chart.svg(f"Curves: {name}")))
     return figs
+
+
+def _number(v: Any) -> float:
+    """A curve's value as a float; null (not measured) is NaN, which breaks the line there."""
+    return float("nan") if v is None else float(v)

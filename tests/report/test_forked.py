@@ -1,41 +1,31 @@
-"""`report.forked.Forked`: the figures' child process gives the value the parent would compute, and any failure of
-the child falls back to computing it in the parent."""
+"""`report.forked.Forked`: the figures computed once, when asked for, in this process; an error surfaces there."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
 from cltoolkit.report.forked import Forked
 
-forks = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Forked runs inline where it does not fork")
 
+def test_the_value_is_computed_once_in_this_process_when_asked() -> None:
+    calls: list[int] = []
 
-@forks
-def test_the_value_is_computed_in_a_child_process() -> None:
-    parent = os.getpid()
-    with Forked(lambda: (os.getpid(), {"gates": "<figure>" * 20_000})) as job:  # more than a pipe's buffer
+    def draw() -> tuple[int, dict[str, str]]:
+        calls.append(1)
+        return os.getpid(), {"gates": "<figure>" * 20_000}
+
+    with Forked(draw) as job:
+        assert calls == []  # nothing drawn before the page asks
         pid, blocks = job.value()
-    assert pid != parent
+        assert job.value() == (pid, blocks)
+    assert calls == [1]
+    assert pid == os.getpid()
     assert blocks == {"gates": "<figure>" * 20_000}
 
 
-@forks
-def test_a_child_that_dies_is_replaced_by_the_parent_computing_the_value() -> None:
-    parent = os.getpid()
-
-    def draw() -> int:
-        if os.getpid() != parent:
-            os._exit(3)  # a crash in the child only
-        return 42
-
-    with Forked(draw) as job:
-        assert job.value() == 42
-
-
-def test_an_error_of_the_function_surfaces_in_the_parent() -> None:
+def test_an_error_of_the_function_surfaces_where_the_value_is_asked_for() -> None:
     def draw() -> int:
         raise ValueError("no figure for you")
 
@@ -43,17 +33,8 @@ def test_an_error_of_the_function_surfaces_in_the_parent() -> None:
         job.value()
 
 
-@forks
-def test_leaving_the_block_without_the_value_reaps_the_child() -> None:
-    def slow() -> None:
-        import time
-
-        time.sleep(60)
-
-    job = Forked(slow)
-    pid = job._pid
-    assert pid
-    with pytest.raises(RuntimeError), job:
+def test_a_value_never_asked_for_is_never_computed() -> None:
+    calls: list[int] = []
+    with pytest.raises(RuntimeError), Forked(lambda: calls.append(1)):
         raise RuntimeError("the parent's own work failed")
-    with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # killed and reaped: no zombie left behind
+    assert calls == []

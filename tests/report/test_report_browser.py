@@ -1,6 +1,7 @@
-"""Every committed report, opened in headless Chromium at 1400 x 900: every image decodes, no table is wider than
-the viewport, and the verdict and the first results table (the claims) start in the first screen: long notes above
-them (code amendments, errata, a suite's headline) are folded. Screenshots go to build/screenshots/ (git-ignored)."""
+"""Every committed report, opened in headless Chromium at 1400 x 900: every image decodes, every SVG chart is drawn
+inside the viewport, no table is wider than it, and the verdict and the first results table (the claims) start in the
+first screen: long notes above them (code amendments, errata, a suite's headline) are folded. Screenshots go to
+build/screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ window.addEventListener("load", () => {
     verdictBottom: verdict ? verdict.getBoundingClientRect().bottom : null,
     firstTableTop: tables.length ? tables[0].getBoundingClientRect().top : null,
     folded: [...document.querySelectorAll("details")].filter(d => d.open).length,
+    svgs: [...document.querySelectorAll("figure > svg")].map(s => {
+      const r = s.getBoundingClientRect();
+      return [r.width, r.height, r.right];
+    }),
+    emptyFigures: [...document.querySelectorAll("figure")].filter(f => !f.querySelector("img, svg")).length,
   };
   const pre = document.createElement("pre");
   pre.id = "probe";
@@ -75,6 +81,9 @@ def test_report_reads_in_a_browser(report: Path, tmp_path: Path) -> None:
     assert probe["verdictBottom"] is not None and probe["verdictBottom"] <= HEIGHT, probe
     assert probe["firstTableTop"] is not None and probe["firstTableTop"] < probe["height"], probe  # results: 1st screen
     assert probe["folded"] == 0, probe  # folded notes start closed
+    assert probe["emptyFigures"] == 0, probe  # every figure shows an image or a chart
+    for width, height, right in probe["svgs"]:  # the SVG charts: drawn, and scaled into the page
+        assert width > 0 and height > 0 and right <= WIDTH + 1, probe["svgs"]
     shots = REPO / "build" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     name = str(report.relative_to(REPO / "reports")).replace("/", "_").removesuffix(".html") + ".png"
