@@ -149,7 +149,7 @@ def curve_figures(records: Sequence[RunRecord], colors: dict[str, str] | None = 
     for label, entries in _group(records, "curves").items():
         for entry in entries:
             for name, curve in entry.items():
-                if isinstance(curve, dict) and "x" in curve and "y" in curve:
+                if isinstance(curve, dict) and isinstance(curve.get("x"), list) and isinstance(curve.get("y"), list):
                     by_name.setdefault(name, {}).setdefault(label, []).append(curve)
     figs: list[tuple[str, Any]] = []
     for name, groups in by_name.items():  # every curve: a report never drops one silently
@@ -164,10 +164,13 @@ def curve_figures(records: Sequence[RunRecord], colors: dict[str, str] | None = 
             style = styles[seen.setdefault(comparison, 0) % len(styles)]
             seen[comparison] += 1
             lengths = {len(c["x"]) for c in curves}
-            same_x = len(lengths) == 1 and all(list(c["x"]) == list(curves[0]["x"]) for c in curves)
+            same_x = len(lengths) == 1 and all(
+                list(c["x"]) == list(curves[0]["x"]) and len(c["y"]) == len(c["x"]) for c in curves
+            )
             drawn.append((label, (colors or {}).get(comparison, f"C{k}"), style, curves, same_x))
+        no_mean = ", runs differ in x or length: no mean"
         entries = [
-            (f"{label} (n={len(curves)})" + ("" if same_x else ", runs differ in x: no mean"), color, style, 2.2)
+            (f"{label} (n={len(curves)})" + ("" if same_x else no_mean), color, style, 2.2)
             for label, color, style, curves, same_x in drawn
         ]
         legend = 40 + max(text_width(e[0], 8) for e in entries)
@@ -175,7 +178,8 @@ def curve_figures(records: Sequence[RunRecord], colors: dict[str, str] | None = 
         ax = Axes(chart, (72, 32, 820 - 72 - 16, 380 - 32 - 48), padded(xs, 0.0), padded(ys))
         for _, color, style, curves, same_x in drawn:
             for c in curves:
-                ax.plot([_number(v) for v in c["x"]], [_number(v) for v in c["y"]], color, 0.9, "-", 0.35)
+                n = min(len(c["x"]), len(c["y"]))  # a suite's malformed curve is drawn as far as it goes
+                ax.plot([_number(v) for v in c["x"][:n]], [_number(v) for v in c["y"][:n]], color, 0.9, "-", 0.35)
             if same_x:
                 mean = np.mean(np.asarray([[_number(v) for v in c["y"]] for c in curves], dtype=float), axis=0)
                 ax.plot([_number(v) for v in curves[0]["x"]], list(mean), color, 2.2, style)
@@ -191,5 +195,5 @@ def curve_figures(records: Sequence[RunRecord], colors: dict[str, str] | None = 
 
 
 def _number(v: Any) -> float:
-    """A curve's value as a float; null (not measured) is NaN, which breaks the line there."""
-    return float("nan") if v is None else float(v)
+    """A curve's value as a float; null (not measured), or anything not a number, is NaN: the line breaks there."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")

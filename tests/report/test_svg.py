@@ -115,7 +115,21 @@ def test_curves_with_a_missing_point_and_runs_of_different_lengths_are_all_drawn
     ]
     ((title, chart),) = curve_figures(records, {"a": "C3", "b": "C4"})  # type: ignore[arg-type]
     assert title == "Curves: loss"
-    assert "a (n=2)" in chart and "b (n=2), runs differ in x: no mean" in chart
+    assert "a (n=2)" in chart and "b (n=2), runs differ in x or length: no mean" in chart
     # a: run 1 in two pieces, run 2, the mean in two pieces (missing where a run is), the legend
     assert chart.count('stroke="#d62728"') == 2 + 1 + 2 + 1
     assert chart.count('stroke="#9467bd"') == 2 + 1  # b: two runs and the legend, no mean
+
+
+def test_a_malformed_curve_is_drawn_as_far_as_it_goes_and_never_stops_the_report() -> None:
+    from cltoolkit.report.standard import curve_figures
+
+    records = [
+        _record("a", {"curves": {"loss": {"x": [0, 1, 2], "y": [1.0, "high", 0.5, 0.2]}}}),  # a text, one y too many
+        _record("a", {"curves": {"loss": {"x": [0, 1, 2], "y": [0.9, 0.7, 0.4]}}}),
+        _record("a", {"curves": {"loss": {"x": 3, "y": [0.9]}, "acc": {"x": [0, 1], "y": [0.1, 0.2]}}}),  # x not a list
+    ]
+    figs = dict(curve_figures(records, {"a": "C0"}))  # type: ignore[arg-type]
+    assert set(figs) == {"Curves: loss", "Curves: acc"}
+    assert "a (n=2), runs differ in x or length: no mean" in figs["Curves: loss"]  # the malformed run: no mean
+    assert figs["Curves: loss"].count('stroke="#1f77b4"') == 2 + 1 + 1  # run 1 in two pieces, run 2, the legend
