@@ -13,7 +13,7 @@ import html
 import math
 from collections.abc import Sequence
 
-__all__ = ["Axes", "Chart", "color", "nice_ticks", "text_width", "tick_labels", "viridis"]
+__all__ = ["Axes", "Chart", "color", "nice_ticks", "padded", "text_width", "tick_labels", "viridis"]
 
 PALETTE = (
     "#1f77b4",
