@@ -69,6 +69,7 @@ def _intervals(loaded: LoadedProtocol, hyps: list[tuple[Any, Any]]) -> str:
     from cltoolkit.report.svg import Axes, Chart, padded, text_width
 
     gates = {g.id: g for g in loaded.model.gates}
+    bounds = {g.id: tested_bound(gates.get(g.id)) for g, _ in hyps}
     units: dict[str, list[Any]] = {}
     for g, h in hyps:
         units.setdefault(gates[g.id].unit if g.id in gates else "", []).append((g, h))
@@ -80,9 +81,8 @@ def _intervals(loaded: LoadedProtocol, hyps: list[tuple[Any, Any]]) -> str:
     for k, (unit, rows) in enumerate(units.items()):
         values: list[float] = []
         for g, h in rows:
-            bound = tested_bound(gates.get(g.id))
             values += [*map(float, h.replicates.values()), float(h.estimate)]
-            values += [float(v) for v in (*h.interval, bound) if v is not None]
+            values += [float(v) for v in (*h.interval, bounds[g.id]) if v is not None]
         ax = Axes(chart, (left, y, width - left - 24, row * len(rows)), padded(values), (-0.5, len(rows) - 0.5), True)
         lo_x, hi_x = ax.xlim
         for i, (g, h) in enumerate(rows):
@@ -94,7 +94,7 @@ def _intervals(loaded: LoadedProtocol, hyps: list[tuple[Any, Any]]) -> str:
             ax.plot(ends, [i, i], "C0", 4.0)
             decision = "C2" if h.decision == "pass" else "C3" if h.decision == "fail" else "k"
             chart.marker(ax.px(float(h.estimate)), ax.py(i), "D", 5.0, decision)
-            bound = tested_bound(gates.get(g.id))
+            bound = bounds[g.id]
             if bound is not None:
                 ax.plot([bound, bound], [i - 0.4, i + 0.4], "k", 1.2, "--")
         ax.frame(

@@ -127,9 +127,7 @@ def matrix_figures(records: Sequence[RunRecord]) -> list[tuple[str, Any]]:
             chart.rect(
                 bar_x, 40 + plot_h * (1 - (k + 1) / stripes), 14, plot_h / stripes + 0.3, viridis(k / (stripes - 1))
             )
-        chart.polyline(
-            [(bar_x, 40), (bar_x + 14, 40), (bar_x + 14, 40 + plot_h), (bar_x, 40 + plot_h), (bar_x, 40)], "k", 0.8
-        )
+        chart.outline(bar_x, 40, 14, plot_h)
         ticks = nice_ticks(lo, hi, 5) if hi > lo else [lo]
         for t, s in zip(ticks, tick_labels(ticks), strict=True):
             ty = 40 + plot_h * (1 - (t - lo) / span) if hi > lo else 40 + plot_h / 2

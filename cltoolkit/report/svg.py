@@ -164,6 +164,10 @@ class Chart:
                 path = " ".join(f"{_n(x)},{_n(y)}" for x, y in run)
                 self._parts.append(f'<polyline points="{path}" fill="none"{style}/>')
 
+    def outline(self, x: float, y: float, w: float, h: float) -> None:
+        """A box's edge: the frame of a plot or of a colour bar."""
+        self.polyline([(x, y), (x + w, y), (x + w, y + h), (x, y + h), (x, y)], "#000000", 0.8)
+
     def rect(self, x: float, y: float, w: float, h: float, fill: str, stroke: str | None = None) -> None:
         edge = f' stroke="{color(stroke)}" stroke-width="0.8"' if stroke else ""
         self._parts.append(
@@ -280,12 +284,8 @@ class Axes:
         """The box, its ticks and tick labels (numbers, or `ycategories` / `xcategories` at 0, 1, ...), the axis
         labels and the title above the box."""
         c, size = self.chart, 9
-        bottom, right = self.top + self.height, self.left + self.width
-        c.polyline(
-            [(self.left, self.top), (right, self.top), (right, bottom), (self.left, bottom), (self.left, self.top)],
-            "#000000",
-            0.8,
-        )
+        bottom = self.top + self.height
+        c.outline(self.left, self.top, self.width, self.height)
         if xcategories is not None:
             xt = [(self.px(float(i)), s) for i, s in enumerate(xcategories)]
         else:
