@@ -242,3 +242,34 @@ def test_the_seed_first_finding_within_families(seed_runs) -> None:
     assert round(wf["taskBDifficulty"]["rho"], 2) == 0.67
     assert all(wf[k]["families"] == 3 and wf[k]["cells"] == 9 for k in wf)
     assert wf["dTrans"]["p"] > 0.3  # 120 of 216 within-family orders reach |rho| >= 1/3
+
+
+def test_the_second_finding_weighs_cells_equally_not_runs() -> None:
+    """The seed ran 10 gym-max seeds beside 5 in each other gym cell: a median pooled over runs is gym-max's value
+    (its forgetting encoder), while the median over the cells' medians is the middle cell's, as for clt's 3 per cell."""
+    from cltoolkit.suites.wmf.reproduction.findings import drift_rows
+
+    def runs(drift: float, n: int) -> list[dict[str, Any]]:
+        return [{"encoderDrift": drift + 0.01 * k, "pf": -1.0} for k in range(n)]
+
+    cells = {"gym-min": (0.9, 5), "gym-med": (1.0, 5), "gym-max": (14.0, 10)}
+    seed = {(c, m): runs(d, n) for c, (d, n) in cells.items() for m in ("finetuning", "ewc")}
+    mine = {(c, m): runs(d, 3) for c, (d, _) in cells.items() for m in ("finetuning", "ewc")}
+    mine.pop(("gym-max", "ewc"))  # a cell clt has not run for one method: that method's median over the others
+    seed[("minigrid-min", "finetuning")] = runs(500.0, 5)  # a family clt has not run: not shown
+    rows = {(r["family"], r["method"]): r for r in drift_rows(mine, seed)}
+    assert set(rows) == {("gym", "finetuning"), ("gym", "ewc")}
+    ft = rows[("gym", "finetuning")]
+    assert ft["cells"] == ["gym-min", "gym-med", "gym-max"]
+    assert ft["seed"]["encoderDrift"] == pytest.approx(1.02)  # gym-med's median; pooled over 20 runs: about 7.5
+    assert ft["seed"]["runs"] == 20
+    assert ft["clt"]["encoderDrift"] == pytest.approx(1.01)
+    assert ft["seed"]["perCell"]["gym-max"]["encoderDrift"] == pytest.approx(14.045)
+    ewc = rows[("gym", "ewc")]
+    assert ewc["clt"]["perCell"]["gym-max"] == {"encoderDrift": None, "pf": None, "runs": 0}
+    assert ewc["clt"]["encoderDrift"] == pytest.approx((0.91 + 1.01) / 2)
+    undefined = {k: {"rho": None, "p": None, "n": 0} for k in ("level", "dTrans", "taskBDifficulty")}
+    spearman = {who: undefined for who in ("clt", "seedSameCells", "seedAllCells")}
+    text = "\n".join(findings_lines({"spearman": spearman, "axisMethods": AXIS, "drift": list(rows.values())}))
+    per_cell = "gym-min 0.91 / 0.92; gym-med 1.01 / 1.02; gym-max 14 / 14"
+    assert f"| gym | finetuning | 1.01 | -1 | 1.02 | -1 | {per_cell} |" in text
