@@ -209,6 +209,13 @@ class Analysis(ABC, Generic[ProtocolT]):
         """Suite-specific matplotlib figures (title, figure) for the human report."""
         return []
 
+    def standard_entries(self, protocol: ProtocolT, record: RunRecord) -> dict[str, Any]:
+        """The report's conventional per-run entries (`successMatrix`, `curves`: `cltoolkit.report.standard`) for a
+        completed record that keeps the same measurements in a form of its own, so that its report shows the per-task
+        matrix and the learning curves every suite's report has. Derived for display only: an entry the record holds
+        itself is used as it is, and nothing here enters the results block. None by default."""
+        return {}
+
 
 class Suite(ABC, Generic[ProtocolT]):
     """A family of protocols: its section model, its grid, its driver and its analysis."""

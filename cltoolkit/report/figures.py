@@ -51,14 +51,15 @@ def figures(
     if hyps:
         figs.append(("Gate intervals with per-replicate values", _intervals(loaded, hyps)))
     figs += _profiles(loaded, results, regs)
-    from cltoolkit.report.standard import curve_figures, matrix_figures
+    from cltoolkit.report.standard import curve_figures, matrix_figures, with_standard_entries
 
     completed = [r for r in records if r.status.state == "completed"]
     colors = comparison_colors(loaded.model)
-    out = {"gates": figs, "runs": matrix_figures(completed) + curve_figures(completed, colors), "suite": []}
     suite = regs.suite.get(loaded.model.suite)
-    if suite.analysis:
-        analysis = regs.new_analysis(suite.analysis)
+    analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
+    shown = with_standard_entries(completed, analysis, loaded.model)
+    out = {"gates": figs, "runs": matrix_figures(shown) + curve_figures(shown, colors), "suite": []}
+    if analysis is not None:
         out["suite"] = analysis.figures(loaded.model, completed, dict(results.summaries))
     return out
 

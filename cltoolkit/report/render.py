@@ -303,17 +303,13 @@ def report_page(loaded: LoadedProtocol, results: Results, records: Sequence[RunR
     if r.exclusions:
         lines += ["## Exclusions (declared rules, with sensitivity)", "", *[f"- {e}" for e in r.exclusions], ""]
     suite = regs.suite.get(p.suite)
-    if suite.analysis:
-        analysis = regs.new_analysis(suite.analysis)
-        lines += [
-            analysis.report_markdown(p, [x for x in records if x.status.state == "completed"], dict(r.summaries)),
-            "",
-            "<!-- figures:suite -->",
-            "",
-        ]
-    from cltoolkit.report.standard import matrix_markdown
+    analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
+    completed = [x for x in records if x.status.state == "completed"]
+    if analysis is not None:
+        lines += [analysis.report_markdown(p, completed, dict(r.summaries)), "", "<!-- figures:suite -->", ""]
+    from cltoolkit.report.standard import matrix_markdown, with_standard_entries
 
-    lines += [matrix_markdown([x for x in records if x.status.state == "completed"]), "<!-- figures:runs -->", ""]
+    lines += [matrix_markdown(with_standard_entries(completed, analysis, p)), "<!-- figures:runs -->", ""]
     lines += [
         *amendments_in_full(p),
         *errata_full,

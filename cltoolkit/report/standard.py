@@ -17,7 +17,19 @@ import numpy as np
 
 from cltoolkit.run.record import RunRecord
 
-__all__ = ["curve_figures", "matrix_figures", "matrix_markdown"]
+__all__ = ["curve_figures", "matrix_figures", "matrix_markdown", "with_standard_entries"]
+
+
+def with_standard_entries(records: Sequence[RunRecord], analysis: Any, protocol: Any) -> list[RunRecord]:
+    """The records as the report's matrix and curves read them: each completed record with the conventional entries
+    its suite's analysis derives (`Analysis.standard_entries`) where the record holds none of its own. Copies for
+    display; the records themselves (and their seals) are untouched."""
+    out = []
+    for rec in records:
+        extra = analysis.standard_entries(protocol, rec) if analysis is not None else {}
+        missing = {k: v for k, v in extra.items() if k not in rec.metrics}
+        out.append(rec.model_copy(update={"metrics": {**rec.metrics, **missing}}) if missing else rec)
+    return out
 
 
 def _group(records: Sequence[RunRecord], key: str) -> dict[str, list[Any]]:

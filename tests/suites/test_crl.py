@@ -777,3 +777,59 @@ def test_discrete_sac_learns_cartpole_from_its_random_start() -> None:
     out = run_stream(CrlProtocol.model_validate(doc), _method(CrlFinetuning), seed=0)
     success = [row[0] for row in out["metrics"]["evaluations"]["success"]]
     assert success[0] == 0.0 and max(success) >= 0.6, success
+
+
+def _evaluated(comparison: str, success: Sequence[Any], active: list[str]) -> Any:
+    from types import SimpleNamespace
+
+    evaluations = {"tasks": ["earth", "moon"], "active": active, "success": success}
+    return SimpleNamespace(spec=SimpleNamespace(comparison=comparison), metrics={"evaluations": evaluations})
+
+
+def test_the_report_gets_cws_success_matrix_and_curves_from_the_evaluations() -> None:
+    from cltoolkit.suites.crl.suite import CrlAnalysis
+
+    protocol = _protocol([("tune", "crl.finetuning", "baseline"), ("single", "crl.single-task", "reference")])
+    success = [[0.1, 0.0], [0.5, 0.2], [0.3, 0.6], [0.2, 0.9]]
+    active = ["earth", "earth", "moon", "moon"]
+    out = CrlAnalysis().standard_entries(protocol, _evaluated("tune", success, active))
+    m = cw_metrics(success, [0, 0, 1, 1], last=1)
+    matrix = out["successMatrix"]
+    assert matrix["tasks"] == ["earth", "moon"] and matrix["phases"] == ["earth", "moon"]
+    assert matrix["values"] == [[0.5, 0.2], [0.2, 0.9]]
+    assert [matrix["values"][i][i] for i in range(2)] == m.end_of_own  # CW's end of own training
+    assert matrix["values"][-1] == m.final
+    curves = out["curves"]
+    assert curves["success of moon"]["x"] == [100, 200, 300, 400]  # environment steps, every 100 of 200 per task
+    assert curves["success of moon"]["y"] == [0.0, 0.2, 0.6, 0.9]
+    assert curves["mean success over the stream's tasks"]["y"] == pytest.approx([0.05, 0.35, 0.45, 0.55])
+    # CW reads a phase's end as the mean of its last `evaluation.last` evaluations
+    two = protocol.model_copy(update={"evaluation": protocol.evaluation.model_copy(update={"last": 2})})
+    assert CrlAnalysis().standard_entries(two, _evaluated("tune", success, active))["successMatrix"]["values"] == [
+        pytest.approx([0.3, 0.1]),
+        pytest.approx([0.25, 0.75]),
+    ]
+    # the single-task reference trains a fresh network per task: only its diagonal measures a trained task
+    single = CrlAnalysis().standard_entries(protocol, _evaluated("single", success, active))
+    assert single["successMatrix"]["values"] == [[0.5, None], [None, 0.9]]
+    for bad in ([[0.1, 0.0]], [[0.1], [0.5], [0.3], [0.2]], [[0.1, "x"], *success[1:]]):
+        assert CrlAnalysis().standard_entries(protocol, _evaluated("tune", bad, active)) == {}
+    unknown = ["earth", "mars", "moon", "moon"]  # a task outside the stream
+    assert CrlAnalysis().standard_entries(protocol, _evaluated("tune", success, unknown)) == {}
+
+
+def test_the_derived_entries_reach_the_report_without_touching_a_record_or_its_own_entries() -> None:
+    from cltoolkit.report.standard import matrix_markdown, with_standard_entries
+    from cltoolkit.suites.crl.suite import CrlAnalysis
+
+    protocol = _protocol([("tune", "crl.finetuning", "baseline")])
+    rec = _evaluated("tune", [[0.1, 0.0], [0.5, 0.2], [0.3, 0.6], [0.2, 0.9]], ["earth", "earth", "moon", "moon"])
+    rec.status, rec.spec.order, rec.spec.cell = type("S", (), {"state": "completed"})(), None, None
+    rec.model_copy = lambda update: type(rec)(**{**vars(rec), **update})
+    shown = with_standard_entries([rec], CrlAnalysis(), protocol)
+    assert "successMatrix" not in rec.metrics  # the record itself is untouched
+    text = matrix_markdown(shown)
+    assert "| moon | 0.200 [0.200, 0.200] | 0.900 [0.900, 0.900] |" in text
+    own = {"tasks": ["earth"], "phases": ["mine"], "values": [[1.0]]}
+    rec.metrics["successMatrix"] = own
+    assert with_standard_entries([rec], CrlAnalysis(), protocol)[0].metrics["successMatrix"] == own

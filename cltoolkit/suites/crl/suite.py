@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,6 +153,42 @@ class CrlAnalysis(Analysis[CrlProtocol]):
             return ["**At the ceiling:** every run ends every task at full success; nothing was forgotten to measure."]
         return []
 
+    def standard_entries(self, protocol: CrlProtocol, record: RunRecord) -> dict[str, Any]:
+        """The run's per-task success matrix and learning curves, from its `evaluations` (every task's success at
+        every evaluation, and the task in training then). Matrix: after each task's training, each task's success as
+        CW reads it, the mean of the phase's last `evaluation.last` evaluations (its diagonal is `endOfOwnTraining`,
+        its last row `finalSuccess`). A single-task reference learns each task with a fresh network, so its matrix
+        holds the diagonal only: its other entries measured a network that never trained on that task. Curves: each
+        task's success, and the mean over tasks (CW's average performance as training goes on), against environment
+        steps. Nothing where the evaluations are missing or malformed."""
+        parsed = _evaluations(record)
+        if parsed is None:
+            return {}
+        tasks, active, rates = parsed
+        phases = [t for t in tasks if t in active]
+        reference = _role(protocol, record) == "reference"
+        last, every, per_task = protocol.evaluation.last, protocol.evaluation.every, protocol.stream.stepsPerTask
+        values: list[list[float | None]] = []
+        for phase in phases:
+            rows = [row for a, row in zip(active, rates, strict=True) if a == phase][-last:]
+            own = tasks.index(phase)
+            values.append(
+                [None if reference and j != own else sum(r[j] for r in rows) / len(rows) for j in range(len(tasks))]
+            )
+        steps, seen = [], dict.fromkeys(tasks, 0)
+        for a in active:
+            seen[a] += 1
+            steps.append(tasks.index(a) * per_task + min(seen[a] * every, per_task))
+        curves = {f"success of {t}": [r[j] for r in rates] for j, t in enumerate(tasks)}
+        curves["mean success over the stream's tasks"] = [sum(r) / len(r) for r in rates]
+        return {
+            "successMatrix": {"tasks": tasks, "phases": phases, "values": values},
+            "curves": {
+                name: {"x": steps, "y": y, "xLabel": "environment steps", "yLabel": "success rate"}
+                for name, y in curves.items()
+            },
+        }
+
     def report_markdown(self, protocol: CrlProtocol, records: Sequence[RunRecord], summaries: dict[str, Any]) -> str:
         """Each comparison's mean over its runs: CW's performance and forgetting, and each task's success at the end
         of the stream and at the end of its own training."""
@@ -209,6 +246,29 @@ class CrlAnalysis(Analysis[CrlProtocol]):
             )
             lines += ["", f"Forward transfer: not measured ({why})."]
         return "\n".join(lines)
+
+
+def _evaluations(record: RunRecord) -> tuple[list[str], list[str], list[list[float]]] | None:
+    """A record's `evaluations` (tasks, the task in training at each evaluation, every task's success then), or None
+    where they are missing or malformed."""
+    ev = record.metrics.get("evaluations")
+    if not isinstance(ev, dict):
+        return None
+    tasks, active, success = ev.get("tasks"), ev.get("active"), ev.get("success")
+    if not (isinstance(tasks, list) and isinstance(active, list) and isinstance(success, list)) or not tasks:
+        return None
+    if not all(isinstance(t, str) for t in tasks) or not all(isinstance(a, str) and a in tasks for a in active):
+        return None
+    rates: list[list[float]] = []
+    for row in success:
+        if not isinstance(row, list) or len(row) != len(tasks):
+            return None
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in row):
+            return None
+        rates.append([float(v) for v in row])  # type: ignore[arg-type]
+    if len(active) != len(rates):
+        return None
+    return [str(t) for t in tasks], [str(a) for a in active], rates
 
 
 def _own(record: RunRecord, task: str) -> float | None:
