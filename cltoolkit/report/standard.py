@@ -11,16 +11,22 @@ run drawn thinly beside it (per-seed values beside every aggregate).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cltoolkit.run.record import RunRecord
 
+if TYPE_CHECKING:
+    from cltoolkit.components import Analysis
+    from cltoolkit.protocol.models import ProtocolBase
+
 __all__ = ["curve_figures", "matrix_figures", "matrix_markdown", "with_standard_entries"]
 
 
-def with_standard_entries(records: Sequence[RunRecord], analysis: Any, protocol: Any) -> list[RunRecord]:
+def with_standard_entries(
+    records: Sequence[RunRecord], analysis: Analysis[Any] | None, protocol: ProtocolBase
+) -> list[RunRecord]:
     """The records as the report's matrix and curves read them: each completed record with the conventional entries
     its suite's analysis derives (`Analysis.standard_entries`) where the record holds none of its own. Copies for
     display; the records themselves (and their seals) are untouched."""
