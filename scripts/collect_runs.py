@@ -14,7 +14,9 @@ and every record
 
 Otherwise it copies nothing and prints one line per problem (exit 1). A record already here with the same bytes is
 left alone; one with other bytes is a problem (a committed record is never overwritten). It prints each run's
-wall-clock and the total, the numbers a stage's status note keeps. The project is CLT_ROOT's, else this checkout.
+wall-clock and the total, the numbers a stage's status note keeps; a run its log says was resumed from a checkpoint
+(the crl and nav4 drivers resume after a finished task) is marked: its record's wall-clock is its last attempt's
+only. The project is CLT_ROOT's, else this checkout.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from cltoolkit.run.record import RunRecord, read_record  # noqa: E402
 from cltoolkit.run.runner import Selection, plan_runs  # noqa: E402
 
 FILES = ("record.json", "log.txt")
+RESUMED = "resumed from the checkpoint"  # the line a resuming driver writes to the run's log
 
 
 def _check(record: RunRecord, where: str, digest: str, commit: str, problems: list[str], code: list[str]) -> None:
@@ -108,7 +111,7 @@ def main() -> int:
         print("\n".join(problems), file=sys.stderr)
         print(f"nothing copied ({len(problems)} problem(s))", file=sys.stderr)
         return 1
-    total, written = 0.0, 0
+    total, written, resumed = 0.0, 0, 0
     for folder, target, record in copies:
         target.mkdir(parents=True, exist_ok=True)
         for name in FILES:
@@ -118,10 +121,15 @@ def main() -> int:
                 written += name == "record.json"
         seconds = record.provenance.wallClockSeconds or 0.0
         total += seconds
-        print(f"{target.name}: {seconds:,.0f} s")
+        log = folder / "log.txt"
+        again = log.exists() and RESUMED in log.read_text(errors="replace")
+        resumed += again
+        note = " (resumed from a checkpoint: its last attempt only)" if again else ""
+        print(f"{target.name}: {seconds:,.0f} s{note}")
     same = f" ({len(copies) - written} here already, the same bytes)" if written < len(copies) else ""
     print(f"{len(copies)} run(s) checked, {written} copied into {dst}{same}")
-    print(f"{total:,.0f} s of run wall-clock")
+    note = f" ({resumed} resumed run(s): their earlier attempts not counted)" if resumed else ""
+    print(f"{total:,.0f} s of run wall-clock{note}")
     return 0
 
 

@@ -73,8 +73,13 @@ def test_collect_runs_copies_a_checked_stage_and_refuses_a_bad_one(toy: Project,
 
     out = collect("--commit", "ff", "--seeds", "0")
     assert out.returncode == 1 and "written at commit abab" in out.stderr  # another commit's runs
+    log = worktree / "runs" / "toy-v1" / "cand-s0" / "log.txt"
+    log.write_text("resumed from the checkpoint after phase 2 (of 4)\n")  # as a resuming driver writes it
     out = collect("--commit", "abab", "--seeds", "0")
     assert out.returncode == 0, out.stderr
+    assert "cand-s0: " in out.stdout and out.stdout.count("(resumed from a checkpoint: its last attempt only)") == 1
+    assert "(1 resumed run(s): their earlier attempts not counted)" in out.stdout
+    assert (dest / "cand-s0" / "log.txt").read_bytes() == log.read_bytes()
     assert sorted(p.name for p in dest.iterdir()) == ["base-s0", "cand-s0"]
     for run in ("base-s0", "cand-s0"):
         mine, theirs = dest / run / "record.json", worktree / "runs" / "toy-v1" / run / "record.json"
