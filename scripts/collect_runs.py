@@ -114,15 +114,14 @@ def main() -> int:
     total, written, resumed = 0.0, 0, 0
     for folder, target, record in copies:
         target.mkdir(parents=True, exist_ok=True)
-        for name in FILES:
-            data = (folder / name).read_bytes() if (folder / name).exists() else None
-            if data is not None and not ((target / name).exists() and (target / name).read_bytes() == data):
+        read = {name: (folder / name).read_bytes() for name in FILES if (folder / name).exists()}
+        for name, data in read.items():
+            if not ((target / name).exists() and (target / name).read_bytes() == data):
                 atomic_write_bytes(target / name, data)
                 written += name == "record.json"
         seconds = record.provenance.wallClockSeconds or 0.0
         total += seconds
-        log = folder / "log.txt"
-        again = log.exists() and RESUMED in log.read_text(errors="replace")
+        again = RESUMED.encode() in read.get("log.txt", b"")
         resumed += again
         note = " (resumed from a checkpoint: its last attempt only)" if again else ""
         print(f"{target.name}: {seconds:,.0f} s{note}")
