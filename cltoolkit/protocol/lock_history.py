@@ -34,6 +34,7 @@ __all__ = [
     "gone_lock_problems",
     "history_problems",
     "in_git_checkout",
+    "lock_commit",
     "refrozen_problems",
     "snapshot_problems",
     "unlocked_problems",
@@ -86,6 +87,17 @@ def _git(root: Path, *args: str) -> str | None:
 def in_git_checkout(folder: Path) -> bool:
     """Whether `folder` is inside a git checkout (the history checks of `verify` can run there)."""
     return _git(folder, "rev-parse", "--is-inside-work-tree") is not None
+
+
+def lock_commit(project: Project, protocol_id: str) -> str | None:
+    """The short id of the last commit that wrote `protocol_id`'s lock, None outside a git checkout or for a lock
+    never committed: a checkout of it holds the code the lock pinned (where the freeze was committed with its
+    code; `clt run` there checks it)."""
+    path = _repo_path(project, project.lock_path(protocol_id))
+    if path is None:
+        return None
+    out = (_git(project.root, "log", "-1", "--format=%h", "--", path) or "").strip()
+    return out or None
 
 
 def _repo_path(project: Project, path: Path) -> str | None:

@@ -23,6 +23,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.protocol.load import display_path
 from cltoolkit.protocol.lock import Lock, pinned_code_problems, read_lock, require_frozen
+from cltoolkit.protocol.lock_history import lock_commit
 from cltoolkit.protocol.models import CodeAmendment, ProtocolBase
 from cltoolkit.protocol.validate import LoadedProtocol
 from cltoolkit.registry import Registries, registries
@@ -157,18 +158,31 @@ def protocol_components(regs: Registries, protocol: ProtocolBase) -> dict[str, d
 
 
 def refuse_unpinned_code(
-    lock: Lock, amendments: Sequence[CodeAmendment], used: dict[str, dict[str, str | None]], protocol_id: str
+    lock: Lock,
+    amendments: Sequence[CodeAmendment],
+    used: dict[str, dict[str, str | None]],
+    protocol_id: str,
+    frozen_at: str | None = None,
 ) -> None:
-    """Refuse an official run whose component code is neither the lock's nor a recorded code amendment."""
+    """Refuse an official run whose component code is neither the lock's nor a recorded code amendment;
+    `frozen_at` is the commit that wrote the lock, named as the checkout to run the frozen code from."""
     problems = pinned_code_problems(lock, amendments, used)
     if problems:
+        checkout = (
+            f"\nTo run the frozen code, run from a checkout of {frozen_at}, the commit that wrote the lock (`git "
+            f"worktree add ../{protocol_id}-frozen {frozen_at}`; install and `clt run` there, which checks the code "
+            "again)."
+            if frozen_at
+            else ""
+        )
         raise Refusal(
             f"{protocol_id}: the code of {len(problems)} component(s) differs from the code pinned when it was frozen "
             f"({lock.frozenOn:%Y-%m-%d}):\n"
             + "\n".join(problems)
-            + f"\nRestore the frozen code, make a new version (`clt protocol bump {protocol_id}`), or record a dated "
-            f"code amendment (`clt protocol amend-code {protocol_id} --component <kind:name> --reason ...`; every "
-            "report prints it first, as not pre-registered)"
+            + checkout
+            + f"\nOr restore the frozen code, make a new version (`clt protocol bump {protocol_id}`), or record a "
+            f"dated code amendment (`clt protocol amend-code {protocol_id} --component <kind:name> --reason ...`; "
+            "every report prints it first, as not pre-registered)"
         )
 
 
@@ -493,7 +507,8 @@ def _run_locked(
     lock = None if options.pilot else read_lock(project, loaded.id)
     if lock is not None:
         amendments = loaded.model.status.codeAmendments if loaded.model.status else []
-        refuse_unpinned_code(lock, amendments, {k: v for c in code.values() for k, v in c.items()}, loaded.id)
+        used = {k: v for c in code.values() for k, v in c.items()}
+        refuse_unpinned_code(lock, amendments, used, loaded.id, lock_commit(project, loaded.id))
     requested = datetime.datetime.now(datetime.UTC).isoformat()
     for run_id in sorted(reasons):  # durable before any work starts: a crash leaves the redo visibly pending
         old_seal = scan.records[run_id].seal or ""

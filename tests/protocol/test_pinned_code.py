@@ -5,6 +5,7 @@ first; locks made before pinning keep working and say "not pinned"."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -104,6 +105,24 @@ def test_an_edited_method_is_refused_then_runs_under_a_code_amendment_printed_fi
     assert "Code amendments: 1 change(s) of the pinned evaluator" in top
     assert "shift tuned: +0.05" in top
     assert "`method:me.mine` amended" in md
+
+
+def test_the_refusal_names_the_commit_that_wrote_the_lock_as_the_checkout_of_the_frozen_code(
+    mine: Project, cli
+) -> None:
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=mine.root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=mine.root, check=True)
+    subprocess.run([*git, "commit", "-qm", "frozen"], cwd=mine.root, check=True)
+    frozen = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=mine.root, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    _edit_method(mine)
+    subprocess.run([*git, "commit", "-qam", "tuned after freezing"], cwd=mine.root, check=True)
+    out = cli("run", "-p", "toy-v1")
+    assert out.exit_code == 1 and "Traceback" not in out.output, out.output
+    assert f"run from a checkout of {frozen}, the commit that wrote the lock" in out.output, out.output
+    assert f"git worktree add ../toy-v1-frozen {frozen}" in out.output
 
 
 def test_records_of_unpinned_code_are_refused_by_the_gatekeeper(mine: Project, cli) -> None:
