@@ -162,12 +162,13 @@ def refuse_unpinned_code(
     amendments: Sequence[CodeAmendment],
     used: dict[str, dict[str, str | None]],
     protocol_id: str,
-    frozen_at: str | None = None,
+    project: Project | None = None,
 ) -> None:
-    """Refuse an official run whose component code is neither the lock's nor a recorded code amendment;
-    `frozen_at` is the commit that wrote the lock, named as the checkout to run the frozen code from."""
+    """Refuse an official run whose component code is neither the lock's nor a recorded code amendment; in a git
+    checkout of `project`, the refusal names the commit that wrote the lock as the checkout of the frozen code."""
     problems = pinned_code_problems(lock, amendments, used)
     if problems:
+        frozen_at = lock_commit(project, protocol_id) if project is not None else None
         checkout = (
             f"\nTo run the frozen code, run from a checkout of {frozen_at}, the commit that wrote the lock (`git "
             f"worktree add ../{protocol_id}-frozen {frozen_at}`; install and `clt run` there, which checks the code "
@@ -508,7 +509,7 @@ def _run_locked(
     if lock is not None:
         amendments = loaded.model.status.codeAmendments if loaded.model.status else []
         used = {k: v for c in code.values() for k, v in c.items()}
-        refuse_unpinned_code(lock, amendments, used, loaded.id, lock_commit(project, loaded.id))
+        refuse_unpinned_code(lock, amendments, used, loaded.id, project)
     requested = datetime.datetime.now(datetime.UTC).isoformat()
     for run_id in sorted(reasons):  # durable before any work starts: a crash leaves the redo visibly pending
         old_seal = scan.records[run_id].seal or ""
