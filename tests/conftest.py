@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,9 @@ def read(path: Path) -> dict[str, Any]:
 
 def write(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def git(root: Path, *args: str) -> str:
+    """`git *args` in `root` with a committer identity of its own (a test's repository), its stdout; fails loudly."""
+    cmd = ["git", "-c", "user.name=clt", "-c", "user.email=clt@example.invalid", "-c", "commit.gpgsign=false", *args]
+    return subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout

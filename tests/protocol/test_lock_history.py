@@ -4,14 +4,13 @@ the commit that added it; a re-freeze declared in registry/locks/refrozen.json p
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from cltoolkit.freeze_actions import freeze
 from cltoolkit.project import Project
 from cltoolkit.protocol.hashing import protocol_hash
 from cltoolkit.run.runner import run_protocol
-from tests.conftest import read, write
+from tests.conftest import git, read, write
 from tests.toy_suite import toy_protocol
 
 
@@ -20,11 +19,6 @@ def _frozen(project: Project) -> Path:
     write(path, toy_protocol(seeds=2))
     freeze(project, "toy-v1")
     return path
-
-
-def _git(root: Path, *args: str) -> str:
-    cmd = ["git", "-c", "user.name=clt", "-c", "user.email=clt@example.invalid", "-c", "commit.gpgsign=false", *args]
-    return subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 def test_a_lock_rewritten_to_the_new_hash_fails(toy, cli) -> None:
@@ -54,38 +48,38 @@ def test_a_deleted_lock_of_a_reported_protocol_fails(toy, cli) -> None:
     assert out.exit_code == 1 and "toy-v1: carries a results block but has no lock" in out.output, out.output
 
 
-def test_a_lock_modified_after_its_commit_fails_in_git(toy, cli) -> None:
+def test_a_lock_modified_after_its_commit_fails_ingit(toy, cli) -> None:
     _frozen(toy)
-    _git(toy.root, "init", "-q")
-    _git(toy.root, "add", "-A")
-    _git(toy.root, "commit", "-q", "-m", "freeze")
+    git(toy.root, "init", "-q")
+    git(toy.root, "add", "-A")
+    git(toy.root, "commit", "-q", "-m", "freeze")
     assert cli("protocol", "verify").exit_code == 0
     lock = read(toy.lock_path("toy-v1"))
     lock["frozenOn"] = _now()  # a re-freeze writes its own time (a date before the lock's commit is a backdating)
     write(toy.lock_path("toy-v1"), lock)
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "has uncommitted changes" in out.output, out.output
-    _git(toy.root, "commit", "-q", "-am", "touch the lock")
-    commit = _git(toy.root, "rev-parse", "HEAD").strip()
+    git(toy.root, "commit", "-q", "-am", "touch the lock")
+    commit = git(toy.root, "rev-parse", "HEAD").strip()
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and f"was modified in commit {commit[:12]}" in out.output, out.output
     declared = {"toy-v1": [{"commit": commit, "sha256": lock["sha256"], "reason": "test"}]}
     (toy.locks_dir / "refrozen.json").write_text(json.dumps(declared))
-    _git(toy.root, "add", "-A")
-    _git(toy.root, "commit", "-q", "-m", "declare the re-freeze")
+    git(toy.root, "add", "-A")
+    git(toy.root, "commit", "-q", "-m", "declare the re-freeze")
     out = cli("protocol", "verify")
     assert out.exit_code == 0 and f"re-frozen in {commit[:12]} (declared: test)" in out.output, out.output
 
 
 def test_an_erratum_once_committed_cannot_be_withdrawn(toy, cli) -> None:
     path = _frozen(toy)
-    _git(toy.root, "init", "-q")
-    _git(toy.root, "add", "-A")
-    _git(toy.root, "commit", "-q", "-m", "freeze")
+    git(toy.root, "init", "-q")
+    git(toy.root, "add", "-A")
+    git(toy.root, "commit", "-q", "-m", "freeze")
     text = "The reference adds 1e-8 to the variance. Expected effect: none."
     assert cli("protocol", "erratum", "toy-v1", "--text", text).exit_code == 0
     assert cli("protocol", "erratum", "toy-v1", "--text", "A second difference.").exit_code == 0
-    _git(toy.root, "commit", "-q", "-am", "errata")
+    git(toy.root, "commit", "-q", "-am", "errata")
     assert cli("protocol", "verify").exit_code == 0
     doc = read(path)
     doc["status"]["errata"] = doc["status"]["errata"][1:]  # outside the hash: the lock alone would not notice
@@ -94,28 +88,28 @@ def test_an_erratum_once_committed_cannot_be_withdrawn(toy, cli) -> None:
     assert out.exit_code == 1
     assert "The reference adds 1e-8" in out.output
     assert "never withdrawn" in out.output
-    _git(toy.root, "commit", "-q", "-am", "quietly drop the first erratum")
+    git(toy.root, "commit", "-q", "-am", "quietly drop the first erratum")
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "never withdrawn" in out.output and "A second" not in out.output, out.output
 
 
 def _repo(project: Project) -> str:
-    _git(project.root, "init", "-q", "-b", "main")
-    _git(project.root, "add", "-A")
-    _git(project.root, "commit", "-q", "-m", "freeze")
-    return _git(project.root, "rev-parse", "HEAD").strip()
+    git(project.root, "init", "-q", "-b", "main")
+    git(project.root, "add", "-A")
+    git(project.root, "commit", "-q", "-m", "freeze")
+    return git(project.root, "rev-parse", "HEAD").strip()
 
 
 def _merge_side(project: Project, change) -> None:
     """Make `change` on a side branch and merge it into main with a merge commit (the way history hides it)."""
-    _git(project.root, "checkout", "-q", "-b", "side")
+    git(project.root, "checkout", "-q", "-b", "side")
     change()
-    _git(project.root, "commit", "-q", "-am", "side change")
-    _git(project.root, "checkout", "-q", "main")
+    git(project.root, "commit", "-q", "-am", "side change")
+    git(project.root, "checkout", "-q", "main")
     (project.root / "other.txt").write_text("unrelated work on main\n")
-    _git(project.root, "add", "other.txt")
-    _git(project.root, "commit", "-q", "-m", "main moves on")
-    _git(project.root, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    git(project.root, "add", "other.txt")
+    git(project.root, "commit", "-q", "-m", "main moves on")
+    git(project.root, "merge", "-q", "--no-ff", "-m", "merge side", "side")
 
 
 def test_a_lock_rewritten_on_a_side_branch_and_merged_is_caught(toy, cli) -> None:
@@ -136,7 +130,7 @@ def test_an_erratum_removed_or_edited_on_a_side_branch_is_caught(toy, cli) -> No
     path = _frozen(toy)
     _repo(toy)
     assert cli("protocol", "erratum", "toy-v1", "--text", "First difference.", "--where", "a.py").exit_code == 0
-    _git(toy.root, "commit", "-q", "-am", "erratum")
+    git(toy.root, "commit", "-q", "-am", "erratum")
 
     def edit_where() -> None:
         doc = read(path)
@@ -161,7 +155,7 @@ def test_a_git_removed_lock_fails_and_a_shallow_clone_fails_unless_accepted(toy,
     path = _frozen(toy)
     _repo(toy)
     clone = tmp_path / "shallow"
-    _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{toy.root}", str(clone))
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{toy.root}", str(clone))
     out = cli("protocol", "verify")
     assert out.exit_code == 0
     import os
@@ -180,11 +174,11 @@ def test_a_git_removed_lock_fails_and_a_shallow_clone_fails_unless_accepted(toy,
     finally:
         os.chdir(here)
         os.environ["CLT_ROOT"] = str(toy.root)
-    _git(toy.root, "rm", "-q", str(toy.lock_path("toy-v1")), str(toy.locks_dir / "toy-v1.frozen.json"))
+    git(toy.root, "rm", "-q", str(toy.lock_path("toy-v1")), str(toy.locks_dir / "toy-v1.frozen.json"))
     doc = read(path)
     doc["status"] = {"stage": "draft", "updatedOn": "2026-12-01"}  # the silent unfreeze
     write(path, doc)
-    _git(toy.root, "commit", "-q", "-am", "unfreeze")
+    git(toy.root, "commit", "-q", "-am", "unfreeze")
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "toy-v1.lock.json was committed and is gone" in out.output, out.output
 
@@ -195,8 +189,8 @@ def test_refrozen_entries_are_checked(toy, cli) -> None:
     lock = read(toy.lock_path("toy-v1"))
     lock["frozenOn"] = _now()
     write(toy.lock_path("toy-v1"), lock)
-    _git(toy.root, "commit", "-q", "-am", "refreeze")
-    commit = _git(toy.root, "rev-parse", "HEAD").strip()
+    git(toy.root, "commit", "-q", "-am", "refreeze")
+    commit = git(toy.root, "rev-parse", "HEAD").strip()
     ledger = toy.locks_dir / "refrozen.json"
 
     def declare(entry: object) -> str:
@@ -213,13 +207,13 @@ def test_refrozen_entries_are_checked(toy, cli) -> None:
     assert "not readable JSON" in out.output
     assert "Traceback" not in out.output
     declare(entry)
-    _git(toy.root, "add", str(ledger))
-    _git(toy.root, "commit", "-q", "-m", "declare")
+    git(toy.root, "add", str(ledger))
+    git(toy.root, "commit", "-q", "-m", "declare")
     out = cli("protocol", "verify")
     assert out.exit_code == 0 and "re-frozen in" in out.output, out.output
     run_protocol(toy, "toy-v1")  # records of the hash; the re-freeze kept the hash, so nothing was withdrawn
     ledger.write_text(json.dumps({}))
-    _git(toy.root, "commit", "-q", "-am", "drop the declaration")
+    git(toy.root, "commit", "-q", "-am", "drop the declaration")
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "re-freezes are declared, never withdrawn" in out.output, out.output
 
@@ -236,27 +230,27 @@ def test_a_refreeze_that_withdrew_a_hash_runs_used_is_refused(toy, cli) -> None:
     (toy.locks_dir / "toy-v1.frozen.json").unlink()
     freeze(toy, "toy-v1")
     new = read(toy.lock_path("toy-v1"))["sha256"]
-    _git(toy.root, "commit", "-q", "-am", "refreeze")
-    commit = _git(toy.root, "rev-parse", "HEAD").strip()
+    git(toy.root, "commit", "-q", "-am", "refreeze")
+    commit = git(toy.root, "rev-parse", "HEAD").strip()
     (toy.locks_dir / "refrozen.json").write_text(
         json.dumps({"toy-v1": [{"commit": commit, "sha256": new, "reason": "before any run (not true)"}]})
     )
-    _git(toy.root, "add", "-A")
-    _git(toy.root, "commit", "-q", "-m", "declare")
+    git(toy.root, "add", "-A")
+    git(toy.root, "commit", "-q", "-m", "declare")
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and f"withdrew {old}" in out.output and "record.json carry it" in out.output, out.output
 
 
 def test_a_new_lock_not_yet_committed_says_commit_it(toy, cli) -> None:
-    _git(toy.root, "init", "-q")
+    git(toy.root, "init", "-q")
     write(toy.protocol_path("toy-v1"), toy_protocol(seeds=2))
     out = cli("protocol", "freeze", "toy-v1")
     assert out.exit_code == 0
     assert "next: commit the lock with its protocol: git add registry/locks/" in out.output
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and "is not committed yet: commit it with its protocol" in out.output, out.output
-    _git(toy.root, "add", "-A")
-    _git(toy.root, "commit", "-q", "-m", "freeze")
+    git(toy.root, "add", "-A")
+    git(toy.root, "commit", "-q", "-m", "freeze")
     assert cli("protocol", "verify").exit_code == 0
 
 
@@ -281,14 +275,14 @@ def test_a_withdrawal_is_checked_against_history_not_the_working_tree(toy, cli) 
     (toy.locks_dir / "toy-v1.frozen.json").unlink()
     freeze(toy, "toy-v1")
     new = read(toy.lock_path("toy-v1"))["sha256"]
-    _git(toy.root, "add", "-A")
-    _git(toy.root, "commit", "-q", "-m", "refreeze")
-    commit = _git(toy.root, "rev-parse", "HEAD").strip()
+    git(toy.root, "add", "-A")
+    git(toy.root, "commit", "-q", "-m", "refreeze")
+    commit = git(toy.root, "rev-parse", "HEAD").strip()
     (toy.locks_dir / "refrozen.json").write_text(
         json.dumps({"toy-v1": [{"commit": commit, "sha256": new, "reason": "withdrawn before any run (not true)"}]})
     )
-    _git(toy.root, "add", "-A")
-    _git(toy.root, "commit", "-q", "-m", "declare")
+    git(toy.root, "add", "-A")
+    git(toy.root, "commit", "-q", "-m", "declare")
     out = cli("protocol", "verify")
     assert out.exit_code == 1 and f"withdrew {old}" in out.output, out.output
     assert "/record.json in commit" in out.output  # ...but not from history

@@ -5,7 +5,6 @@ first; locks made before pinning keep working and say "not pinned"."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from cltoolkit.project import Project
 from cltoolkit.protocol.lock import read_lock
 from cltoolkit.registry import reset_registries
 from cltoolkit.run.runner import run_protocol
-from tests.conftest import read, write
+from tests.conftest import git, read, write
 from tests.toy_suite import COMPONENTS, toy_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -110,15 +109,12 @@ def test_an_edited_method_is_refused_then_runs_under_a_code_amendment_printed_fi
 def test_the_refusal_names_the_commit_that_wrote_the_lock_as_the_checkout_of_the_frozen_code(
     mine: Project, cli
 ) -> None:
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    subprocess.run(["git", "init", "-q"], cwd=mine.root, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=mine.root, check=True)
-    subprocess.run([*git, "commit", "-qm", "frozen"], cwd=mine.root, check=True)
-    frozen = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=mine.root, check=True, capture_output=True, text=True
-    ).stdout.strip()
+    git(mine.root, "init", "-q")
+    git(mine.root, "add", "-A")
+    git(mine.root, "commit", "-qm", "frozen")
+    frozen = git(mine.root, "rev-parse", "--short", "HEAD").strip()
     _edit_method(mine)
-    subprocess.run([*git, "commit", "-qam", "tuned after freezing"], cwd=mine.root, check=True)
+    git(mine.root, "commit", "-qam", "tuned after freezing")
     out = cli("run", "-p", "toy-v1")
     assert out.exit_code == 1 and "Traceback" not in out.output, out.output
     assert f"run from a checkout of {frozen}, the commit that wrote the lock" in out.output, out.output

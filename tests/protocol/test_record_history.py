@@ -12,15 +12,13 @@ import pytest
 
 from cltoolkit.project import Project
 from cltoolkit.run.record import record_seal
-from tests.conftest import write
+from tests.conftest import git, write
 from tests.toy_suite import toy_protocol
-
-GIT = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
 
 
 def _commit(root: Path, message: str) -> None:
-    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*GIT, "commit", "-qm", message], cwd=root, check=True)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
 
 
 @pytest.fixture
@@ -106,7 +104,7 @@ def test_a_planted_seals_line_vouches_for_nothing_and_a_committed_one_is_named(r
     seals.write_text(f"{digest} {original}\n{digest} {original} hmac-sha256:{'0' * 64}\n")
     out = cli("report", "-p", "toy-v1")
     assert out.exit_code != 0 and "cand-s0" in out.output and "does not match the content" in out.output
-    subprocess.run([*GIT, "add", "-f", str(seals)], cwd=repo.root, check=True)
+    git(repo.root, "add", "-f", str(seals))
     subprocess.run(["git", "checkout", "--", str(path)], cwd=repo.root, check=True)
     _commit(repo.root, "planted seals")
     _verify_fails(cli, "runs/toy-v1/.seals: a committed `.seals` is ignored")

@@ -9,7 +9,7 @@ import pytest
 
 from cltoolkit.project import Project
 from cltoolkit.run.record import read_record
-from tests.conftest import write
+from tests.conftest import git, write
 from tests.toy_suite import toy_protocol
 
 
@@ -194,11 +194,10 @@ def test_a_deleted_committed_record_is_never_run_again_silently(toy: Project, cl
     import subprocess
 
     _frozen(toy, cli)
-    git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
-    subprocess.run(["git", "init", "-q"], cwd=toy.root, check=True)
+    git(toy.root, "init", "-q")
     (toy.root / ".gitignore").write_text("runs/**/.seals\n")
-    subprocess.run([*git, "add", "-A"], cwd=toy.root, check=True)
-    subprocess.run([*git, "commit", "-qm", "runs"], cwd=toy.root, check=True)
+    git(toy.root, "add", "-A")
+    git(toy.root, "commit", "-qm", "runs")
     path = toy.runs_dir / "toy-v1" / "cand-s1" / "record.json"
     path.unlink()
     out = cli("run", "-p", "toy-v1")
