@@ -158,17 +158,24 @@ def check_component(kind: str, name: str, component: Any, regs: Registries | Non
 
 def check_registered(*, origin: str | None = None, regs: Registries | None = None) -> list[str]:
     """`check_component` over every registered component (of one `origin`, e.g. "plugin my-plugin" or a project's
-    components file, if given); a component that cannot be imported is a problem too."""
+    components file, if given); a component that cannot be imported is a problem too, and so is an `origin` that
+    registered nothing (a misspelt plugin name would otherwise pass with nothing checked). Without `regs` the
+    built-in and plugin components are loaded; a project's own components need `regs=registries(components_file)`."""
     regs = regs or registries()
     problems = []
+    checked = 0
     for kind, reg in regs.by_kind.items():
         for name in reg.names():
             if origin is not None and reg.origin(name) != origin:
                 continue
+            checked += 1
             try:
                 component = reg.get(name)
             except (CltError, InputError) as exc:
                 problems.append(f"{kind} {name!r}: {exc}")
                 continue
             problems.extend(check_component(kind, name, component, regs))
+    if origin is not None and not checked:
+        known = sorted({reg.origin(n) for reg in regs.by_kind.values() for n in reg.names()})
+        problems.append(f"no component is registered from {origin!r} (origins: {', '.join(known)})")
     return problems

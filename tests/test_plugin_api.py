@@ -15,6 +15,12 @@ def test_every_builtin_component_passes_the_contract() -> None:
     assert check_registered(origin="builtin") == []
 
 
+def test_a_contract_check_of_an_origin_that_registered_nothing_fails() -> None:
+    # a misspelt plugin name (or a project's file without its registries) must not pass with nothing checked
+    (problem,) = check_registered(origin="plugin my-plugn")
+    assert problem.startswith("no component is registered from 'plugin my-plugn' (origins: builtin")
+
+
 class GoodParams(Params):
     rate: float = Field(default=0.1, gt=0)
     """Learning rate."""
