@@ -52,6 +52,10 @@ def test_plugin_method_runs_through_clt(plugin_site: Path, project) -> None:
     clt = [sys.executable, "-m", "cltoolkit"]
     listed = subprocess.run([*clt, "list", "method", "--json"], env=env, capture_output=True, text=True, check=True)
     assert any(r["name"] == "example.shrunk" and r["origin"].startswith("plugin") for r in json.loads(listed.stdout))
+    # the contract check the README gives a plugin author, run against the installed example plugin
+    contract = "from cltoolkit.plugin import check_registered as c; print(c(origin='plugin clt-example-plugin'))"
+    checked = subprocess.run([sys.executable, "-c", contract], env=env, capture_output=True, text=True, check=True)
+    assert checked.stdout.strip() == "[]"
     out = subprocess.run(
         [*clt, "run", "-p", "ladder-v1", "--pilot", "--methods", "shrunk", "--json"],
         env=env,
