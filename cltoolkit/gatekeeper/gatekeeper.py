@@ -96,13 +96,14 @@ def _hypotheses(
     ok_ids: set[str],
     budgets: list[BudgetCheck],
     tasks: list[str],
-    excluded: frozenset[str],
-    regs: Registries,
+    excluded: frozenset[str] = frozenset(),
+    regs: Registries | None = None,
     clusters: ClusterPlan | None = None,
 ) -> list[Hypothesis]:
     """One hypothesis per gate and scope: the replicates' values (a comparison's paired differences), or the
     cluster means under the declared unit of analysis (or `clusters`, the suite's, for the not-pre-registered
     cluster-level gates)."""
+    regs = regs or registries()
     suite = regs.suite.get(protocol.suite)
     analysis = regs.new_analysis(suite.analysis) if suite.analysis else None
     out = []
@@ -237,7 +238,7 @@ def gatekeep(
     if excluded:
         strict = decide_gates(
             list(protocol.gates),
-            _hypotheses(protocol, completed, points, ok_ids, budgets, tasks, frozenset(), regs),
+            _hypotheses(protocol, completed, points, ok_ids, budgets, tasks, regs=regs),
             protocol.analysis,
         )
         exclusions = [{"runId": rid, "rule": rule, "status": states[rid]} for rid, rule in sorted(excluded.items())] + [
