@@ -48,7 +48,7 @@ def test_a_deleted_lock_of_a_reported_protocol_fails(toy, cli) -> None:
     assert out.exit_code == 1 and "toy-v1: carries a results block but has no lock" in out.output, out.output
 
 
-def test_a_lock_modified_after_its_commit_fails_ingit(toy, cli) -> None:
+def test_a_lock_modified_after_its_commit_fails_in_git(toy, cli) -> None:
     _frozen(toy)
     git(toy.root, "init", "-q")
     git(toy.root, "add", "-A")
