@@ -10,7 +10,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cltoolkit.suites.wmf.reproduction.modes import LEVEL, critical_value, gap_statistic, split_cells, split_lines
+from cltoolkit.suites.wmf.reproduction.modes import (
+    LEVEL,
+    critical_value,
+    fit_mode_lines,
+    fit_modes,
+    gap_statistic,
+    split_cells,
+    split_lines,
+)
 from cltoolkit.suites.wmf.reproduction.reference import load_reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,3 +103,55 @@ def test_the_seed_dm_control_encoder_drift_has_a_lone_high_run() -> None:
     assert (drift["lower"]["n"], drift["upper"]["n"]) == (9, 1)
     assert drift["upper"]["mean"] > 3 * drift["lower"]["mean"]
     assert drift["clt"] == {"n": 3, "minority": 0}
+
+
+def _seed_run(seed: int, a: float, b: float, drift: float = 1.5) -> dict[str, Any]:
+    return {
+        "seed": seed,
+        "heldout_reconstruction_A_after_task_A": a,
+        "heldout_reconstruction_A_after_task_B": a * drift,
+        "heldout_reconstruction_B_after_task_B": b,
+    }
+
+
+def test_fit_modes_pool_a_cells_methods_one_value_per_model() -> None:
+    rng = np.random.default_rng(3)
+    plateau = list(15 + 0.5 * rng.standard_normal(10))
+    reference = {
+        # the plain methods share each seed's task-A model (15 on the plateau, seed 4 off it at 4.5)
+        ("dmc-min", "finetuning"): [_seed_run(s, 4.5 if s == 4 else 15.0, plateau[s]) for s in range(5)],
+        ("dmc-min", "ewc"): [_seed_run(s, 4.5 if s == 4 else 15.0, plateau[5 + s]) for s in range(5)],
+        # a frozen encoder (drift exactly 1): its B value is not a fit of B and stays out
+        ("dmc-min", "ug-mtm"): [_seed_run(s, 15.05 + s / 10, 300.0 + s, drift=1.0) for s in range(5)],
+    }
+    records = [
+        _record("dmc-min", "finetuning", s, reconAAfterA=6.0 + s / 5, reconBAfterB=5.0 + s, encoderDrift=0.5)
+        for s in range(3)
+    ] + [
+        _record("dmc-min", "ewc", 0, reconAAfterA=6.0, reconBAfterB=5.5, encoderDrift=0.5),  # finetuning's model
+        _record("dmc-min", "ug-mtm", 0, reconAAfterA=6.5, reconBAfterB=400.0, encoderDrift=1.0),
+    ]
+    rep = fit_modes(records, reference)
+    by = {s["quantity"]: s for s in rep["splits"]}
+    assert set(by) == {"reconAAfterA"}  # ten plateau B fits (UG-MTM's 300s left out) are one group
+    a = by["reconAAfterA"]
+    # 5 plain task-A models (4 on the plateau, one off) + 5 UG-MTM models, each counted once
+    assert a["seedModels"] == 10 and (a["lower"]["n"], a["upper"]["n"]) == (1, 9)
+    assert a["clt"] == {"n": 4, "lower": 4, "values": [6.0, 6.2, 6.4, 6.5]}  # ewc's seed-0 model counted once
+    from scipy.stats import fisher_exact
+
+    assert a["fisherP"] == pytest.approx(fisher_exact([[4, 0], [1, 9]]).pvalue)
+    text = "\n".join(fit_mode_lines(rep))
+    assert "| dmc-min | reconAAfterA | 1, 4.5 [4.5, 4.5] / 9, " in text and "| 4 of 4 | 6, 6.2, 6.4, 6.5 |" in text
+
+
+def test_the_seed_dmc_min_b_fits_sit_on_the_plateau_but_one() -> None:
+    seed_runs = load_reference(ROOT / "reference" / "wmf-seed000-metrics.json")
+    records = [_record("dmc-min", "finetuning", s, reconBAfterB=5.2, encoderDrift=0.4) for s in range(2)]
+    by = {s["quantity"]: s for s in fit_modes(records, seed_runs)["splits"]}
+    b = by["reconBAfterB"]
+    # the four plain methods' 20 final models: 19 near 15, progressive nets' seed 1 at 5.2 (UG-MTM's frozen ones out)
+    assert (b["lower"]["n"], b["upper"]["n"]) == (1, 19)
+    assert b["upper"]["min"] > 2 * b["lower"]["max"]
+    assert b["clt"]["lower"] == 2
+    assert fit_mode_lines({"level": LEVEL, "tested": 0, "splits": []})[-1] == "No cell's models fall in two groups."

@@ -8,7 +8,13 @@ report says "split" and names neither. For each split, the minority group's shar
 three of the seed's own runs (drawn without replacement) contain none of it, how far one minority run moves a 3-run
 mean, and how many of clt's runs lie on each side of the gap's midpoint, with Fisher's exact test of the two shares.
 Three runs cannot detect a split themselves (one group would have a single run), so detection rests on the seed's 5
-or 10 runs. Descriptive: it decides nothing."""
+or 10 runs. Descriptive: it decides nothing.
+
+Fit modes (`fit_modes`) apply the same rule to the models rather than to a method's runs: the held-out reconstruction
+of each trained model (task A's after A, the final model's on B, B's from-scratch reference), pooled over a cell's
+methods with one value per distinct model, so that a two-mode fit (a reconstruction plateau and a model that left
+it) is seen across methods, and clt's models are counted in each group. A final model whose encoder task B left
+untouched (encoder drift exactly 1: UG-MTM freezes it) is not a fit of B's frames and is left out of `reconBAfterB`."""
 
 from __future__ import annotations
 
@@ -20,15 +26,31 @@ from typing import Any
 import numpy as np
 
 from cltoolkit.run.record import RunRecord
-from cltoolkit.suites.wmf.reproduction.reference import QUANTITIES, finite
+from cltoolkit.suites.wmf.reproduction.reference import QUANTITIES, finite, seed_drift
 
-__all__ = ["LEVEL", "RUNS", "critical_value", "gap_statistic", "split_cells", "split_lines"]
+__all__ = [
+    "FIT",
+    "LEVEL",
+    "RUNS",
+    "critical_value",
+    "fit_mode_lines",
+    "fit_modes",
+    "gap_statistic",
+    "split_cells",
+    "split_lines",
+]
 
 LEVEL = 0.01
 """A split counts when one normal sample of the same size shows a larger gap statistic with probability under this."""
 RUNS = 3
 """The runs per cell the statement is about (wmf's seeds 0-2)."""
 _DRAWS = 20_000
+FIT: dict[str, str] = {
+    "reconAAfterA": "heldout_reconstruction_A_after_task_A",
+    "reconBAfterB": "heldout_reconstruction_B_after_task_B",
+    "reconBFromScratch": "heldout_reconstruction_B_from_scratch",
+}
+"""Fit quantity -> the seed's metric: held-out reconstruction of one trained model (clt record field, seed field)."""
 
 
 def gap_statistic(values: Sequence[float] | np.ndarray) -> tuple[float, int] | None:
@@ -61,6 +83,15 @@ def critical_value(n: int) -> float:
     return float(np.quantile(gap / np.sqrt(ss / (n - 2)), 1 - LEVEL))
 
 
+def _split(values: Sequence[float]) -> tuple[np.ndarray, int, float] | None:
+    """(the values sorted, the size of the lower group, the gap statistic) where they fall in two groups at `LEVEL`;
+    None otherwise."""
+    stat = gap_statistic(values)
+    if stat is None or stat[0] <= critical_value(len(values)):
+        return None
+    return np.sort(np.asarray(values, dtype=float)), stat[1], stat[0]
+
+
 def _group(x: np.ndarray) -> dict[str, Any]:
     return {"n": int(x.size), "mean": float(x.mean()), "min": float(x.min()), "max": float(x.max())}
 
@@ -85,15 +116,11 @@ def split_cells(records: Sequence[RunRecord], reference: dict[tuple[str, str], l
             if key in found:
                 found[key]["methods"].append(method)
                 continue
-            stat = gap_statistic(theirs)
-            if stat is None:
+            tested += gap_statistic(theirs) is not None
+            if (split := _split(theirs)) is None:
                 continue
-            tested += 1
-            t, i = stat
+            x, i, t = split
             n = len(theirs)
-            if t <= critical_value(n):
-                continue
-            x = np.asarray(theirs)
             lower, upper = x[:i], x[i:]
             minority = "upper" if upper.size <= lower.size else "lower"
             k = min(lower.size, upper.size)
@@ -165,5 +192,88 @@ def split_lines(rep: dict[str, Any]) -> list[str]:
             f"{up['n']}, {up['mean']:.3g} [{up['min']:.3g}, {up['max']:.3g}] | "
             f"{s['minority']} {s['minorityShare']:.0%} | {missed} | {s['shiftPerRun']:.3g} | "
             f"{s['clt']['minority']} of {s['clt']['n']} | {p} |"
+        )
+    return lines
+
+
+def _models(pairs: Sequence[tuple[Any, Any]]) -> list[float]:
+    """One value per distinct model, sorted: (seed, value) pairs, a pair repeated (methods sharing a model) once."""
+    return sorted(v for _, v in {(seed, float(v)) for seed, v in pairs if finite(v)})
+
+
+def fit_modes(records: Sequence[RunRecord], reference: dict[tuple[str, str], list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per cell clt ran and fit quantity (`FIT`): the seed's models pooled over the cell's methods, tested for two
+    groups by `gap_statistic`; for each split the two groups, and clt's models on each side of the gap's midpoint
+    with Fisher's exact test of the lower group's share."""
+    from scipy.stats import fisher_exact
+
+    cells = sorted({r.spec.cell for r in records if r.status.state == "completed" and r.spec.cell})
+    found: list[dict[str, Any]] = []
+    tested = 0
+    for cell in cells:
+        seed_runs = [m for (c, _), runs in sorted(reference.items()) if c == cell for m in runs]
+        recs = [r for r in records if r.status.state == "completed" and r.spec.cell == cell]
+        for field, theirs_field in FIT.items():
+            b_fit = field == "reconBAfterB"
+            theirs = _models(
+                [(m.get("seed"), m.get(theirs_field)) for m in seed_runs if not b_fit or seed_drift(m) != 1]
+            )
+            ours = _models(
+                [(r.spec.seed, r.metrics.get(field)) for r in recs if not b_fit or r.metrics.get("encoderDrift") != 1]
+            )
+            tested += gap_statistic(theirs) is not None
+            if (split := _split(theirs)) is None:
+                continue
+            x, i, t = split
+            n = len(theirs)
+            midpoint = float((x[i - 1] + x[i]) / 2)
+            low = sum(v < midpoint for v in ours)
+            p = float(fisher_exact([[low, len(ours) - low], [i, n - i]]).pvalue) if ours else None
+            found.append(
+                {
+                    "cell": cell,
+                    "quantity": field,
+                    "seedModels": n,
+                    "statistic": t,
+                    "critical": critical_value(n),
+                    "lower": _group(x[:i]),
+                    "upper": _group(x[i:]),
+                    "midpoint": midpoint,
+                    "clt": {"n": len(ours), "lower": low, "values": ours},
+                    "fisherP": p,
+                }
+            )
+    return {"level": LEVEL, "tested": tested, "splits": found}
+
+
+def fit_mode_lines(rep: dict[str, Any]) -> list[str]:
+    """The report's paragraph on fit modes (Markdown)."""
+    splits = rep["splits"]
+    head = (
+        f"Fit modes: the held-out reconstruction of each trained model (task A's after A, the final model's on B, "
+        "B's from-scratch reference), pooled over a cell's methods with one value per distinct model (methods that "
+        f"share a task-A or reference model count it once), by the same two-group rule. Of {rep['tested']} (cell, "
+        f"quantity) sets of the seed's models, {len(splits)} fall in two groups; a final model whose encoder task B "
+        "left untouched (encoder drift exactly 1) is not a fit of B's frames and is left out. clt's models are "
+        "counted on each side of the gap's midpoint (Fisher's exact test of the lower group's share). Where clt's and "
+        "the seed's models sit in different groups, the cell's forgetting quantities compare different fits rather "
+        "than methods."
+    )
+    if not splits:
+        return [head, "", "No cell's models fall in two groups."]
+    lines = [
+        head,
+        "",
+        "| cell | fit | seed models: lower / upper (n, mean, range) | seed models in the lower group | clt models in "
+        "the lower group | clt values | Fisher p |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in splits:
+        lo, up, ours = s["lower"], s["upper"], s["clt"]
+        p = "-" if s["fisherP"] is None else f"{s['fisherP']:.2g}"
+        lines.append(
+            f"| {s['cell']} | {s['quantity']} | {lo['n']}, {lo['mean']:.3g} [{lo['min']:.3g}, {lo['max']:.3g}] / "
+            f"{up['n']}, {up['mean']:.3g} [{up['min']:.3g}, {up['max']:.3g}] | {lo['n']} of {s['seedModels']} | "
+            f"{ours['lower']} of {ours['n']} | {', '.join(f'{v:.3g}' for v in ours['values'])} | {p} |"
         )
     return lines
