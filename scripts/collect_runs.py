@@ -16,7 +16,9 @@ Otherwise it copies nothing and prints one line per problem (exit 1). A record a
 left alone; one with other bytes is a problem (a committed record is never overwritten). It prints each run's
 wall-clock and the total, the numbers a stage's status note keeps; a run its log says was resumed from a checkpoint
 (the crl and nav4 drivers resume after a finished task) is marked: its record's wall-clock is its last attempt's
-only. The project is CLT_ROOT's, else this checkout.
+only. A wmf run whose shared stage (task-A model, task-B reference) gives other values than the committed runs that
+name the same stage key, a stage rebuilt on another machine, is copied and named in a `note:` line, to be declared.
+The project is CLT_ROOT's, else this checkout.
 """
 
 from __future__ import annotations
@@ -39,6 +41,50 @@ from cltoolkit.run.runner import Selection, plan_runs  # noqa: E402
 
 FILES = ("record.json", "log.txt")
 RESUMED = "resumed from the checkpoint"  # the line a resuming driver writes to the run's log
+PLAIN_TASK_A = "phase-A-rssm"  # the wmf stage of the plain task-A model; a method with its own names another
+REFERENCE_B = "reference-B-scratch"
+
+
+def _shared(record: RunRecord) -> dict[tuple[str, str, str], float]:
+    """What a wmf record's shared stages determine, by (stage, key, quantity): the task-A model (the method's own
+    where it has one) its held-out A reconstruction after A, the from-scratch B reference its held-out B one. Runs
+    that name one stage key share that stage by design."""
+    stages = record.metrics.get("stages")
+    if not isinstance(stages, dict):
+        return {}
+    own = sorted(n for n in stages if n.startswith("phase-A-") and n != PLAIN_TASK_A)
+    task_a = own[0] if own else PLAIN_TASK_A
+    out: dict[tuple[str, str, str], float] = {}
+    for name, quantity in ((task_a, "reconAAfterA"), (REFERENCE_B, "reconBFromScratch")):
+        key, value = stages.get(name), record.metrics.get(quantity)
+        if isinstance(key, str) and isinstance(value, (int, float)):
+            out[(name, key, quantity)] = float(value)
+    return out
+
+
+def stage_divergences(new: list[RunRecord], committed: list[RunRecord]) -> list[str]:
+    """One line per new record whose shared stage gives other values than in the runs that name the same stage key.
+
+    A stage cache does not outlive its machine; rebuilt from the same key on another CPU it can train to other values
+    (float32 kernels round differently across CPUs, and a bimodal fit can end in the other mode). Such a run is still a
+    valid run of the frozen code and is committed, but it does not share the stage with those runs: the lines say so,
+    to be declared in the stage's status note."""
+    seen: dict[tuple[str, str, str], list[tuple[float, RunRecord]]] = {}
+    for record in [*committed, *new]:
+        for k, value in _shared(record).items():
+            seen.setdefault(k, []).append((value, record))
+    lines = []
+    for record in new:
+        for (name, key, quantity), value in _shared(record).items():
+            other = [(v, r) for v, r in seen[(name, key, quantity)] if v != value and r.runId != record.runId]
+            if other:
+                where = ", ".join(f"{r.runId} {v:.6g} ({r.provenance.hardware})" for v, r in other)
+                lines.append(
+                    f"{record.runId}: stage {name} {key[:12]} gives {quantity} {value:.6g} here "
+                    f"({record.provenance.hardware}), but {where}: the same key rebuilt with other values, so this run "
+                    "does not share that stage with them (declare it)"
+                )
+    return lines
 
 
 def _check(record: RunRecord, where: str, digest: str, commit: str, problems: list[str], code: list[str]) -> None:
@@ -129,6 +175,10 @@ def main() -> int:
     print(f"{len(copies)} run(s) checked, {written} copied into {dst}{same}")
     note = f" ({resumed} resumed run(s): their earlier attempts not counted)" if resumed else ""
     print(f"{total:,.0f} s of run wall-clock{note}")
+    mine = {r.runId for _, _, r in copies}
+    here = [read_record(p) for p in sorted(dst.glob("*/record.json")) if p.parent.name not in mine]
+    for line in stage_divergences([r for _, _, r in copies], here):
+        print(f"note: {line}")
     return 0
 
 

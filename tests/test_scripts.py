@@ -128,3 +128,38 @@ def test_gpu_numerics_merge_measures_each_numerics_against_the_cpu_run_of_its_in
         "cuda-default",
         *["cuda-default-again"] * 2,
     ]
+
+
+def _collect_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("collect_runs", REPO / "scripts" / "collect_runs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_collect_runs_names_a_shared_stage_rebuilt_with_other_values() -> None:
+    """wmf-v4's dmc-max seed-1 UG-MTM run rebuilt its family's shared UG-MTM task-A model and the cell's task-B
+    reference on another CPU (committed records): both differ from the runs naming the same stage keys, and are named;
+    a group whose runs agree (seed 0, all on one machine) gives no line."""
+    collect = _collect_module()
+    runs = REPO / "runs" / "wmf-v4"
+    rec = {name: read_record(runs / name / "record.json") for name in (
+        "ug-mtm-dmc-max-s1", "ug-mtm-dmc-med-s1", "finetuning-dmc-max-s1", "ewc-dmc-max-s1",
+        "ug-mtm-dmc-max-s0", "finetuning-dmc-max-s0", "ewc-dmc-max-s0",
+    )}  # fmt: skip
+    late = rec["ug-mtm-dmc-max-s1"]
+    lines = collect.stage_divergences([late], [rec["ug-mtm-dmc-med-s1"], rec["finetuning-dmc-max-s1"]])
+    assert len(lines) == 2, lines
+    task_a = next(line for line in lines if "reconAAfterA" in line)
+    assert "stage phase-A-ug_mtm 00677200b1f4" in task_a and "reconAAfterA 6.70687 here (AMD EPYC" in task_a
+    assert "ug-mtm-dmc-med-s1 13.1792 (Intel" in task_a
+    reference = next(line for line in lines if "reconBFromScratch" in line)
+    assert "finetuning-dmc-max-s1 44.1328" in reference and "ug-mtm-dmc-med-s1" not in reference
+    # collected the other way round, the earlier run is named against the later one
+    assert len(collect.stage_divergences([rec["finetuning-dmc-max-s1"]], [late])) == 1
+    assert collect.stage_divergences([rec["ewc-dmc-max-s1"]], [rec["finetuning-dmc-max-s1"]]) == []
+    seed0 = [rec["ug-mtm-dmc-max-s0"], rec["finetuning-dmc-max-s0"], rec["ewc-dmc-max-s0"]]
+    assert collect.stage_divergences(seed0, []) == []
