@@ -13,6 +13,8 @@ import pytest
 from cltoolkit.suites.wmf.reproduction.modes import (
     LEVEL,
     critical_value,
+    fit_location,
+    fit_location_lines,
     fit_mode_lines,
     fit_modes,
     gap_statistic,
@@ -155,3 +157,48 @@ def test_the_seed_dmc_min_b_fits_sit_on_the_plateau_but_one() -> None:
     assert b["upper"]["min"] > 2 * b["lower"]["max"]
     assert b["clt"]["lower"] == 2
     assert fit_mode_lines({"level": LEVEL, "tested": 0, "splits": []})[-1] == "No cell's models fall in two groups."
+
+
+def test_fit_location_counts_each_model_once_against_the_same_methods_seed_models() -> None:
+    reference = {
+        # task-A models shared by the plain methods (one per seed), B fits one per run
+        ("dmc-med", "finetuning"): [_seed_run(s, 14.0 + s / 10, 30.0 + s) for s in range(5)],
+        ("dmc-med", "ewc"): [_seed_run(s, 14.0 + s / 10, 32.0 + s) for s in range(5)],
+        # a frozen encoder: its B value stays out, its task-A models are its own
+        ("dmc-med", "ug-mtm"): [_seed_run(s, 20.0 + s, 300.0, drift=1.0) for s in range(5)],
+    }
+    records = [
+        _record("dmc-med", "finetuning", 0, reconAAfterA=14.2, reconBAfterB=40.0, encoderDrift=2.0),
+        _record("dmc-med", "ewc", 0, reconAAfterA=14.2, reconBAfterB=33.0, encoderDrift=2.0),  # the same task-A model
+        _record("dmc-med", "finetuning", 1, reconAAfterA=9.0, reconBAfterB=41.0, encoderDrift=2.0),
+        _record("dmc-med", "ug-mtm", 1, reconAAfterA=21.0, reconBAfterB=500.0, encoderDrift=1.0),
+    ]
+    rows = {r["quantity"]: r for r in fit_location(records, reference)["rows"]}
+    a = rows["reconAAfterA"]
+    # 14.2 inside the plain methods' five (14.0-14.4), 9.0 below; UG-MTM's 21.0 inside its own 20-24
+    assert (a["below"], a["inside"], a["above"], a["compared"]) == (1, 2, 0, 3)
+    assert a["seed"]["n"] == 10 and a["clt"]["n"] == 3
+    assert a["bySeed"] == [
+        {"seed": 0, "below": 0, "inside": 1, "above": 0},
+        {"seed": 1, "below": 1, "inside": 1, "above": 0},
+    ]
+    # the plain task-A model is compared with 5 seed models, UG-MTM's with its 5: 3 x 2/6
+    assert a["outsideByChance"] == pytest.approx(1.0)
+    b = rows["reconBAfterB"]
+    # finetuning's 40 and 41 above its 30-34; ewc's 33 inside its 32-36; the frozen encoders left out on both sides
+    assert (b["below"], b["inside"], b["above"]) == (0, 1, 2) and b["seed"]["n"] == 10
+    assert "reconBFromScratch" not in rows  # no run records it
+    text = "\n".join(fit_location_lines(fit_location(records, reference)))
+    assert "| dmc-med | reconBAfterB | 10, " in text and "| 0 / 1 / 2 of 3 | 1.0 | 0: 0/1/1, 1: 0/0/1 |" in text
+    assert fit_location_lines({"rows": []})[-1] == "No model to compare."
+
+
+def test_fit_location_finds_dmc_med_b_fits_above_all_the_seed_s() -> None:
+    seed_runs = load_reference(ROOT / "reference" / "wmf-seed000-metrics.json")
+    records = [_record("dmc-med", "finetuning", s, reconBAfterB=v, encoderDrift=2.0) for s, v in ((0, 35.0), (1, 99.0))]
+    (b,) = [r for r in fit_location(records, seed_runs)["rows"] if r["quantity"] == "reconBAfterB"]
+    # the seed's dm_control med B fits of the four plain methods (ten seeds each; UG-MTM's frozen encoders out)
+    assert b["seed"]["n"] == 40 and 29 < b["seed"]["min"] < 30 and b["seed"]["max"] < 46
+    # 35 inside finetuning's ten (30.9-41.3), 99 above them
+    assert (b["below"], b["inside"], b["above"]) == (0, 1, 1)
+    assert b["outsideByChance"] == pytest.approx(2 * 2 / 11)  # each compared with finetuning's ten

@@ -148,7 +148,7 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
         return {}
     from cltoolkit.project import find_project
     from cltoolkit.suites.wmf.reproduction import reference as ref
-    from cltoolkit.suites.wmf.reproduction.modes import fit_modes, split_cells
+    from cltoolkit.suites.wmf.reproduction.modes import fit_location, fit_modes, split_cells
 
     path = find_project().root / protocol.reference
     if not path.is_file():
@@ -164,6 +164,7 @@ def _reproduction(protocol: Any, records: Sequence[RunRecord]) -> dict[str, Any]
     rep["perCell"] = ref.per_cell(rep)
     rep["splitCells"] = split_cells(records, seed_runs)
     rep["fitModes"] = fit_modes(records, seed_runs)
+    rep["fitLocation"] = fit_location(records, seed_runs)
     out: dict[str, Any] = {"reproduction": {"source": protocol.reference, **rep}}
     if protocol.seedAnalyses is not None:
         from cltoolkit.suites.wmf.reproduction.findings import findings
@@ -386,6 +387,10 @@ class WmfAnalysis(Analysis[WmfProtocol]):
                 from cltoolkit.suites.wmf.reproduction.modes import fit_mode_lines
 
                 lines += [*fit_mode_lines(summaries["reproduction"]["fitModes"]), ""]
+            if summaries["reproduction"].get("fitLocation"):
+                from cltoolkit.suites.wmf.reproduction.modes import fit_location_lines
+
+                lines += [*fit_location_lines(summaries["reproduction"]["fitLocation"]), ""]
         if summaries.get("seedFindings"):
             from cltoolkit.suites.wmf.reproduction.findings import findings_lines
 

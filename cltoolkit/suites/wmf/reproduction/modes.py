@@ -14,7 +14,12 @@ Fit modes (`fit_modes`) apply the same rule to the models rather than to a metho
 of each trained model (task A's after A, the final model's on B, B's from-scratch reference), pooled over a cell's
 methods with one value per distinct model, so that a two-mode fit (a reconstruction plateau and a model that left
 it) is seen across methods, and clt's models are counted in each group. A final model whose encoder task B left
-untouched (encoder drift exactly 1: UG-MTM freezes it) is not a fit of B's frames and is left out of `reconBAfterB`."""
+untouched (encoder drift exactly 1: UG-MTM freezes it) is not a fit of B's frames and is left out of `reconBAfterB`.
+
+Fit location (`fit_location`) looks for a shift rather than two groups: each of clt's models against the range of the
+seed's models of the same cell and methods (below, inside, above), beside how many would lie outside by chance were
+clt's models drawn from the seed's own distribution (2/(n+1) for a range of n exchangeable models), and per clt seed,
+since a seed's models share its task-A model and its B reference and are not independent. Descriptive: no p-value."""
 
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ __all__ = [
     "LEVEL",
     "RUNS",
     "critical_value",
+    "fit_location",
+    "fit_location_lines",
     "fit_mode_lines",
     "fit_modes",
     "gap_statistic",
@@ -275,5 +282,116 @@ def fit_mode_lines(rep: dict[str, Any]) -> list[str]:
             f"| {s['cell']} | {s['quantity']} | {lo['n']}, {lo['mean']:.3g} [{lo['min']:.3g}, {lo['max']:.3g}] / "
             f"{up['n']}, {up['mean']:.3g} [{up['min']:.3g}, {up['max']:.3g}] | {lo['n']} of {s['seedModels']} | "
             f"{ours['lower']} of {ours['n']} | {', '.join(f'{v:.3g}' for v in ours['values'])} | {p} |"
+        )
+    return lines
+
+
+def _fit_models(
+    pairs: Sequence[tuple[Any, str, Any]],
+) -> dict[tuple[Any, float], set[str]]:
+    """(seed, value) of each distinct model -> the methods that have it, from (seed, method, value) triples."""
+    out: dict[tuple[Any, float], set[str]] = {}
+    for seed, method, v in pairs:
+        if finite(v):
+            out.setdefault((seed, float(v)), set()).add(method)
+    return out
+
+
+def _spread(values: Sequence[float]) -> dict[str, Any]:
+    x = np.asarray(values, dtype=float)
+    return {"n": int(x.size), "median": float(np.median(x)), "min": float(x.min()), "max": float(x.max())}
+
+
+def fit_location(
+    records: Sequence[RunRecord], reference: dict[tuple[str, str], list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """Per cell clt ran and fit quantity (`FIT`): each of clt's distinct models (a model several methods share counted
+    once) below, inside or above the range of the seed's distinct models of the same cell and methods; the count a
+    draw from the seed's own distribution would put outside by chance (the sum of 2/(n+1)); the same per clt seed.
+    A final model whose encoder task B left untouched (encoder drift exactly 1) is left out of `reconBAfterB`, the
+    seed's and clt's alike."""
+    cells = sorted({r.spec.cell for r in records if r.status.state == "completed" and r.spec.cell})
+    rows: list[dict[str, Any]] = []
+    for cell in cells:
+        recs = [r for r in records if r.status.state == "completed" and r.spec.cell == cell]
+        for field, theirs_field in FIT.items():
+            b_fit = field == "reconBAfterB"
+            theirs = _fit_models(
+                [
+                    (m.get("seed"), method, m.get(theirs_field))
+                    for (c, method), runs in sorted(reference.items())
+                    if c == cell
+                    for m in runs
+                    if not b_fit or seed_drift(m) != 1
+                ]
+            )
+            ours = _fit_models(
+                [
+                    (r.spec.seed, r.spec.comparison, r.metrics.get(field))
+                    for r in recs
+                    if not b_fit or r.metrics.get("encoderDrift") != 1
+                ]
+            )
+            sides = {"below": 0, "inside": 0, "above": 0}
+            by_seed: dict[Any, dict[str, int]] = {}
+            chance = 0.0
+            for (seed, v), methods in sorted(ours.items()):
+                ref = [w for (_, w), theirs_methods in theirs.items() if theirs_methods & methods]
+                if not ref:
+                    continue
+                side = "below" if v < min(ref) else "above" if v > max(ref) else "inside"
+                sides[side] += 1
+                by_seed.setdefault(seed, {"below": 0, "inside": 0, "above": 0})[side] += 1
+                chance += 2 / (len(ref) + 1)
+            compared = sum(sides.values())
+            if not compared:
+                continue
+            rows.append(
+                {
+                    "cell": cell,
+                    "quantity": field,
+                    "seed": _spread([w for _, w in theirs]),
+                    "clt": _spread([v for _, v in ours]),
+                    "compared": compared,
+                    **sides,
+                    "outsideByChance": chance,
+                    "bySeed": [{"seed": s, **c} for s, c in sorted(by_seed.items())],
+                }
+            )
+    return {"rows": rows}
+
+
+def fit_location_lines(rep: dict[str, Any]) -> list[str]:
+    """The report's paragraph on fit location (Markdown)."""
+    rows = rep["rows"]
+    head = (
+        "Fit location: where each of clt's trained models lies against the range of the seed's models of the same "
+        "cell and methods (held-out reconstruction, one value per distinct model; a model several methods share is "
+        "compared once, with the seed's models of those methods; a final model whose encoder task B left untouched is "
+        "left out of the B fit), below, inside or above it. The fit-mode rule above looks for two groups among the "
+        "seed's models; this looks for a shift of clt's. 'By chance': how many would lie outside were clt's models "
+        "drawn from the seed's own distribution (a range of n exchangeable models misses a new one with chance "
+        "2/(n+1)). No p-value is given: a clt seed's models share its task-A model and its B reference, so the "
+        "per-seed column (below/inside/above) shows whether a shift is one seed's. Where clt's fits lie apart from the "
+        "seed's, the forgetting quantities built on them (FT on the B reference, PF and RD on the models) compare "
+        "different fits as well as methods."
+    )
+    if not rows:
+        return [head, "", "No model to compare."]
+    lines = [
+        head,
+        "",
+        "| cell | fit | seed models (n, median, range) | clt models (n, median, range) | below / inside / above | "
+        "outside by chance | per clt seed (below/inside/above) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        theirs, ours = r["seed"], r["clt"]
+        per_seed = ", ".join(f"{s['seed']}: {s['below']}/{s['inside']}/{s['above']}" for s in r["bySeed"])
+        lines.append(
+            f"| {r['cell']} | {r['quantity']} | {theirs['n']}, {theirs['median']:.3g} [{theirs['min']:.3g}, "
+            f"{theirs['max']:.3g}] | {ours['n']}, {ours['median']:.3g} [{ours['min']:.3g}, {ours['max']:.3g}] | "
+            f"{r['below']} / {r['inside']} / {r['above']} of {r['compared']} | {r['outsideByChance']:.1f} | "
+            f"{per_seed} |"
         )
     return lines
