@@ -7,7 +7,8 @@ records are committed here as groups complete. `--cells`, `--seeds` and `--metho
 `clt run` does; this copies their `record.json` and `log.txt` (atomic writes) only when every selected run is there
 and every record
 
-- verifies against its seal and is `completed`;
+- verifies against its seal and is `completed` (with `--failed`, also `failed`: a run a gate of the frozen protocol
+  refused, the wmf fingerprint for one, is evidence the report lists under its failed runs);
 - is a run of this checkout's frozen protocol (its hash is the lock's);
 - was written by `--commit` from a clean tree (`gitDirty` false);
 - carries component code the lock pinned (or a code amendment covers).
@@ -87,10 +88,13 @@ def stage_divergences(new: list[RunRecord], committed: list[RunRecord]) -> list[
     return lines
 
 
-def _check(record: RunRecord, where: str, digest: str, commit: str, problems: list[str], code: list[str]) -> None:
+def _check(
+    record: RunRecord, where: str, digest: str, commit: str, problems: list[str], code: list[str], failed: bool = False
+) -> None:
     prov = record.provenance
-    if record.status.state != "completed":
-        problems.append(f"{where}: state {record.status.state}, not completed")
+    if record.status.state != "completed" and not (failed and record.status.state == "failed"):
+        wanted = "completed or failed" if failed else "completed (a failed run is collected with --failed)"
+        problems.append(f"{where}: state {record.status.state}, not {wanted}")
     if record.protocol.sha256 != digest:
         problems.append(f"{where}: a run of {record.protocol.sha256}, not of the frozen protocol {digest}")
     if not (prov.gitCommit or "").startswith(commit):
@@ -113,6 +117,7 @@ def main() -> int:
     parser.add_argument("--cells", default="", help="cells, comma-separated (default: all)")
     parser.add_argument("--seeds", default="", help="seeds, comma-separated (default: all)")
     parser.add_argument("--methods", default="", help="comparisons, comma-separated (default: all)")
+    parser.add_argument("--failed", action="store_true", help="also collect failed runs (a gate refused them)")
     args = parser.parse_args()
     try:
         seeds = tuple(int(s) for s in _split(args.seeds))
@@ -145,7 +150,7 @@ def main() -> int:
             record = read_record(folder / "record.json")
             used = {k: v.model_dump() for k, v in (record.provenance.components or {}).items()}
             code = pinned_code_problems(lock, amendments, used)
-            _check(record, where, lock.sha256, args.commit, problems, code)
+            _check(record, where, lock.sha256, args.commit, problems, code, args.failed)
             mine = dst / point.run_id / "record.json"
             if mine.exists() and mine.read_bytes() != (folder / "record.json").read_bytes():
                 problems.append(f"{mine}: already committed with other content (never overwritten)")
@@ -170,6 +175,8 @@ def main() -> int:
         again = RESUMED.encode() in read.get("log.txt", b"")
         resumed += again
         note = " (resumed from a checkpoint: its last attempt only)" if again else ""
+        if record.status.state == "failed":
+            note += f" (failed: {record.status.reason})"
         print(f"{target.name}: {seconds:,.0f} s{note}")
     same = f" ({len(copies) - written} here already, the same bytes)" if written < len(copies) else ""
     print(f"{len(copies)} run(s) checked, {written} copied into {dst}{same}")

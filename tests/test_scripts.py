@@ -163,3 +163,23 @@ def test_collect_runs_names_a_shared_stage_rebuilt_with_other_values() -> None:
     assert collect.stage_divergences([rec["ewc-dmc-max-s1"]], [rec["finetuning-dmc-max-s1"]]) == []
     seed0 = [rec["ug-mtm-dmc-max-s0"], rec["finetuning-dmc-max-s0"], rec["ewc-dmc-max-s0"]]
     assert collect.stage_divergences(seed0, []) == []
+
+
+def test_collect_runs_takes_a_failed_run_only_when_asked() -> None:
+    """A run a frozen gate refused (the wmf fingerprint) is evidence: `--failed` collects it, the default does not;
+    a crashed run is refused either way."""
+    collect = _collect_module()
+    done = read_record(REPO / "runs" / "wmf-v4" / "finetuning-minigrid-min-s0" / "record.json")
+    prov = done.provenance
+
+    def problems(state: str, failed: bool) -> list[str]:
+        status = done.status.model_copy(update={"state": state, "reason": "fingerprint: 766.9 outside [406.7, 724.7]"})
+        out: list[str] = []
+        collect._check(done.model_copy(update={"status": status}), "r", done.protocol.sha256, prov.gitCommit or "",
+                       out, [], failed)  # fmt: skip
+        return out
+
+    assert problems("completed", False) == [] and problems("completed", True) == []
+    assert problems("failed", False) == ["r: state failed, not completed (a failed run is collected with --failed)"]
+    assert problems("failed", True) == []
+    assert problems("crashed", True) == ["r: state crashed, not completed or failed"]
