@@ -256,6 +256,20 @@ def test_two_orders_of_one_seed_share_streams_in_v1_and_not_in_v2() -> None:
     assert v2.stream_seed(3, "o1") == v2.stream_seed(3, "o1")  # deterministic
 
 
+def test_the_shared_seed_note_says_what_the_protocols_random_streams_share() -> None:
+    from cltoolkit.component_validation import load_protocol
+    from cltoolkit.suites.nav4.analysis import _shared_seed_note
+
+    v1 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v1.json", regs=registries()).model)
+    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
+    two_orders = {"candidate": {"runs": ["a", "b", "c", "d"], "seeds": [0, 0, 1, 1], "orders": ["o1", "o2"] * 2}}
+    assert "share that seed's network initialisation" in " ".join(_shared_seed_note(v1, two_orders))
+    v2_note = " ".join(_shared_seed_note(v2, two_orders))
+    assert "share only the seed's number" in v2_note and "share that seed's" not in v2_note
+    one_order = {"candidate": {**two_orders["candidate"], "orders": ["o1"] * 4}}
+    assert _shared_seed_note(v1, one_order) == _shared_seed_note(v2, one_order) == []
+
+
 def _replay_batch(obs: Any) -> dict[str, Any]:
     """Replayed samples of phase 0 with stored targets: action 0 favoured (logits 9 against 3), value 5."""
     import torch

@@ -162,7 +162,7 @@ class Nav4Analysis(Analysis[Nav4Protocol]):
             "beyond the calibration the protocol describes."
         )
         lines += ["", *_by_order_table(comps), "", *_by_position_table(comps), *_new_task_reading(protocol, comps)]
-        lines += ["", *_seed_sensitivity(comps), *_shared_seed_note(comps), ""]
+        lines += ["", *_seed_sensitivity(comps), *_shared_seed_note(protocol, comps), ""]
         return "\n".join(lines) + "\n"
 
 
@@ -320,12 +320,21 @@ def _by_order_table(comps: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _shared_seed_note(comps: dict[str, Any]) -> list[str]:
+def _shared_seed_note(protocol: Nav4Protocol, comps: dict[str, Any]) -> list[str]:
+    """What the runs of one training seed in different task orders share, as `randomStreams` declares it."""
     shared = any(
         len(set(c.get("orders") or [])) > 1 and len(set(c.get("seeds") or [])) < len(c["runs"]) for c in comps.values()
     )
     if not shared:
         return []
+    if protocol.randomStreams == "seed-and-order":
+        return [
+            "",
+            "Each replicate (training seed x task order) draws its own network initialisation and random streams "
+            "from its (seed, order) (randomStreams 'seed-and-order'): the orders of one seed share only the seed's "
+            "number, so the seed-means column is a check on the declared independence, not a correction; every "
+            "replicate is evaluated on the same final-test layouts.",
+        ]
     return [
         "",
         "Runs of one training seed in different task orders share that seed's network initialisation and "
