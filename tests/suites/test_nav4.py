@@ -246,22 +246,26 @@ def test_seed_level_sensitivity_pairs_by_seed_and_order_and_averages_orders_per_
     assert _seed_sensitivity(one_order) == []  # a single order has nothing to average over
 
 
-def test_two_orders_of_one_seed_share_streams_in_v1_and_not_in_v2() -> None:
+def _shipped(protocol_id: str) -> Nav4Protocol:
+    """A shipped nav4 protocol, validated with the built-in components."""
     from cltoolkit.component_validation import load_protocol
 
-    v1 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v1.json", regs=registries()).model)
-    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
+    return cast(Nav4Protocol, load_protocol(REPO / "protocols" / f"{protocol_id}.json", regs=registries()).model)
+
+
+def test_two_orders_of_one_seed_share_streams_in_v1_and_not_in_v2() -> None:
+    v1 = _shipped("nav4-v1")
+    v2 = _shipped("nav4-v2")
     assert v1.stream_seed(3, "o1") == v1.stream_seed(3, "o2") == 3  # nav4-v1 as frozen and run
     assert len({v2.stream_seed(3, o) for o in ("o1", "o2", "o3")}) == 3
     assert v2.stream_seed(3, "o1") == v2.stream_seed(3, "o1")  # deterministic
 
 
 def test_the_shared_seed_note_says_what_the_protocols_random_streams_share() -> None:
-    from cltoolkit.component_validation import load_protocol
     from cltoolkit.suites.nav4.analysis import _shared_seed_note
 
-    v1 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v1.json", regs=registries()).model)
-    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
+    v1 = _shipped("nav4-v1")
+    v2 = _shipped("nav4-v2")
     two_orders = {"candidate": {"runs": ["a", "b", "c", "d"], "seeds": [0, 0, 1, 1], "orders": ["o1", "o2"] * 2}}
     assert "share that seed's network initialisation" in " ".join(_shared_seed_note(v1, two_orders))
     v2_note = " ".join(_shared_seed_note(v2, two_orders))
@@ -291,11 +295,10 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
     import numpy as np
     import torch
 
-    from cltoolkit.component_validation import load_protocol
     from cltoolkit.suites.nav4.agent import AgentLedger, Learner
     from cltoolkit.suites.nav4.suite import make_method
 
-    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
+    v2 = _shipped("nav4-v2")
     comp = v2.comparison("candidate")
     stored = {**comp.hyperparameters, "cloneTargets": "stored"}  # nav4-v2's draft before the pilot (CLEAR)
     method = cast(UniformReplay, make_method(comp.method, stored, registries()))
@@ -317,12 +320,11 @@ def test_cloning_of_completed_phases_only_ignores_the_phase_in_progress() -> Non
 def test_cloning_towards_the_phase_end_copy_reads_the_copy_not_the_stored_targets() -> None:
     import torch
 
-    from cltoolkit.component_validation import load_protocol
     from cltoolkit.suites.nav4.agent import AgentLedger, Learner
     from cltoolkit.suites.nav4.api import Nav4TaskEnd
     from cltoolkit.suites.nav4.suite import make_method
 
-    v2 = cast(Nav4Protocol, load_protocol(REPO / "protocols" / "nav4-v2.json", regs=registries()).model)
+    v2 = _shipped("nav4-v2")
     comp = v2.comparison("candidate")
     hyper = comp.hyperparameters
     assert hyper["cloneTargets"] == "phase-end-copy"  # nav4-v2's candidate as chosen after the pilot
