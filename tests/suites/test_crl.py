@@ -413,10 +413,10 @@ def test_forward_transfer_summary_normalizes_each_run_by_the_references_mean() -
 
 
 def test_the_report_says_why_forward_transfer_is_missing() -> None:
-    from cltoolkit.suites.crl.suite import CrlAnalysis
+    from cltoolkit.registry import registries
 
     def line(protocol: CrlProtocol) -> str:
-        text = CrlAnalysis().report_markdown(protocol, [], {"forwardTransfer": None})
+        text = registries().new_analysis("crl").report_markdown(protocol, [], {"forwardTransfer": None})
         return next(x for x in text.splitlines() if x.startswith("Forward transfer"))
 
     with_reference = _protocol([("tune", "crl.finetuning", "baseline"), ("single", "crl.single-task", "reference")])

@@ -64,7 +64,8 @@ class CrlTask:
 
     id: str
     index: int
-    """Position in the stream (0 first): the actor head it trains."""
+    """Position in the stream (0 first): the actor head it trains; -1 in a multi-task phase, which trains every task's
+    head at once (no transition there is replay)."""
     steps: int
     """Environment steps of the task."""
     memory: EpisodicMemory | None = None
@@ -79,9 +80,11 @@ class CrlMethod(Method, Generic[ParamsT]):
     something."""
 
     suite: ClassVar[str] = "crl"
-    regime: ClassVar[Literal["sequential", "single-task"]] = "sequential"
+    regime: ClassVar[Literal["sequential", "single-task", "multi-task"]] = "sequential"
     """`single-task`: a reference that learns every task from scratch (a fresh learner and buffer per task; its
-    own-training success is forward transfer's baseline, CW's `run_single.py`)."""
+    own-training success is forward transfer's baseline, CW's `run_single.py`). `multi-task`: a reference that learns
+    every task at once, in one phase of the stream's whole budget that moves to the next task's environment at every
+    episode's start, with one buffer (CW's `run_mt.py`; `cltoolkit.suites.crl.multitask`)."""
     keep_buffer: ClassVar[bool] = False
     """Keep the replay buffer across tasks (reservoir selection at capacity): replay of earlier tasks."""
     selection: ClassVar[Literal["fifo", "reservoir"]] = "fifo"

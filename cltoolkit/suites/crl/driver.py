@@ -25,6 +25,9 @@ to 0, runs the method's `retrain_updates()` on the task's buffer with a fresh op
 the task's updates; CW's `PackNet_SAC.on_task_end`), and evaluates every task k with the weights of tasks after k at 0
 (`cltoolkit.suites.masks`).
 
+A multi-task reference (`regime` "multi-task") runs in `cltoolkit.suites.crl.multitask` instead (every task at once;
+the suite's `execute` picks the loop).
+
 Checkpoints (`cltoolkit.suites.checkpoint`), given the run's folder: after every task but the last, the driver saves
 what the rest of the run depends on (SAC's networks, targets, entropy coefficients and optimiser; the replay buffer;
 the episodic memory; torch's and the driver's generators; the ledger; the evaluations so far; the method's
@@ -59,7 +62,7 @@ from cltoolkit.suites.guards import SampleCounter, check_finite, first_non_finit
 from cltoolkit.suites.masks import Named, Ownership
 from cltoolkit.suites.step import Step
 
-__all__ = ["Buffer", "CrlLedger", "run_stream"]
+__all__ = ["Buffer", "CrlLedger", "run_stream", "sac_config"]
 
 
 def _make(task: StreamTask, max_steps: int) -> Any:
@@ -280,6 +283,30 @@ class _OnPolicy:
         episodic.keep_rows(self.sample.rows())
 
 
+def sac_config(learner: CrlLearner, method: CrlMethod[Any], obs_dim: int, act_dim: int, tasks: int) -> SacConfig:
+    """The learner's sizes and hyperparameters for a stream of `tasks` tasks; a method's own `clipNorm`, `lr` and
+    PopArt settings where it has them."""
+    heads = tasks if learner.heads == "per-task" else 1
+    params = method.params
+    popart = getattr(params, "popart", False)
+    return SacConfig(
+        obs_dim,
+        act_dim,
+        heads=heads,
+        critic_heads=tasks if learner.criticHeads == "per-task" else 1,
+        hidden=tuple(learner.hidden),
+        lr=getattr(params, "lr", None) or learner.lr,
+        gamma=learner.gamma,
+        polyak=learner.polyak,
+        target_output_std=learner.targetOutputStd,
+        alphas=heads,
+        discrete=learner.algorithm != "sac",
+        target_entropy_scale=learner.targetEntropyScale,
+        clipnorm=getattr(params, "clipNorm", None) or learner.clipNorm,
+        popart_beta=getattr(params, "popartBeta", None) if popart else None,
+    )
+
+
 def run_stream(
     protocol: CrlProtocol,
     method: CrlMethod[Any],
@@ -290,6 +317,9 @@ def run_stream(
 ) -> dict[str, Any]:
     """Train `method` over the stream from `seed`; returns the metrics and the budget ledger. With `workdir` (the
     run's folder), a checkpoint after every task but the last, and a resume from the last one found there."""
+    if method.regime == "multi-task":
+        raise CheckFailed(f"{method.name or type(method).__name__} learns every task at once: run it with "
+                          "cltoolkit.suites.crl.multitask.run_multitask")  # fmt: skip
     stream, learner, ev = protocol.stream, protocol.learner, protocol.evaluation
     tasks = stream.tasks
     torch.manual_seed(seed)
@@ -297,23 +327,9 @@ def run_stream(
     train_envs = [_make(t, stream.maxEpisodeSteps) for t in tasks]
     eval_envs = [_make(t, stream.maxEpisodeSteps) for t in tasks]
     try:
-        discrete = learner.algorithm != "sac"
         obs_dim, act_dim = _spaces(train_envs, tasks, learner.algorithm)
-        heads = len(tasks) if learner.heads == "per-task" else 1
-        config = SacConfig(
-            obs_dim,
-            act_dim,
-            heads=heads,
-            hidden=tuple(learner.hidden),
-            lr=learner.lr,
-            gamma=learner.gamma,
-            polyak=learner.polyak,
-            target_output_std=learner.targetOutputStd,
-            alphas=heads,
-            discrete=discrete,
-            target_entropy_scale=learner.targetEntropyScale,
-            clipnorm=getattr(method.params, "clipNorm", None) or learner.clipNorm,
-        )
+        config = sac_config(learner, method, obs_dim, act_dim, len(tasks))
+        heads = config.heads
         on_policy = learner.algorithm == "ppo"
         if on_policy and method.keep_buffer:
             raise CheckFailed(f"{method.name or type(method).__name__} keeps an off-policy replay buffer across tasks; "
@@ -582,10 +598,12 @@ def _update(
     bad = first_non_finite_grad([*named(), *sac.others()])
     if bad is not None:
         raise NonFiniteValue(task.id, update, f"the gradient of {bad}", last)
+    if isinstance(sac, Sac):
+        sac.update_statistics()  # PopArt's, where the learner has it
     sac.clip()
     sac.optimizer.step()
     sac.update_targets()
-    replayed = int((rows != task.index).sum())
+    replayed = int((rows != task.index).sum()) if task.index >= 0 else 0  # a multi-task phase replays nothing
     ledger.gradientUpdates += 1
     ledger.samplesProcessed += len(rows)
     ledger.replaySamples += replayed

@@ -32,20 +32,25 @@ __all__ = [
     "CrlPackNet",
     "CrlReplayCloning",
     "CrlSI",
+    "MultiTask",
     "PerfectMemory",
     "SingleTask",
 ]
 
 
-def shared(sac: Learner) -> Iterator[tuple[str, nn.Parameter]]:
+def shared(sac: Learner, critic: bool = True) -> Iterator[tuple[str, nn.Parameter]]:
     """CW's `all_common_variables`: the actor's trunk (and its output layers where it has one head) and the critics'
-    trunks (and their output layer where single-headed); under PPO, the whole value network."""
+    trunks (and their output layer where single-headed); under PPO, the whole value network. `critic` False: the
+    actor's alone (CW's `actor_common_variables`: its regularizers weight the critics' by 0 unless
+    `--regularize_critic`)."""
     from cltoolkit.suites.crl.sac import TwinCritic
 
     heads = sac.config.heads > 1
     for name, p in sac.actor.named_parameters():
         if not (heads and name.split(".")[0] in ("mu", "log_std", "logits")):
             yield f"actor.{name}", p
+    if not critic:
+        return
     head: tuple[str, ...] = ()
     if isinstance(sac.critic, TwinCritic) and sac.config.critic_heads > 1:  # CW's `--regularize_critic`
         last = len(sac.critic.weights) - 1
@@ -76,10 +81,38 @@ class SingleTask(CrlMethod[NoParams]):
     regime = "single-task"
 
 
+class MultiTaskParams(Strict):
+    """CW's `run_mt.py` settings (its defaults; the paper's runs set the learning rate to 1e-4)."""
+
+    popart: bool = True
+    """Normalise each task's value targets with PopArt (CW's `--use_popart`, default true; the paper reports both)."""
+    popartBeta: float = Field(default=3e-4, gt=0, le=1)
+    """PopArt's step for its statistics (CW's `--popart_beta`)."""
+    lr: float | None = Field(default=None, gt=0, le=1)
+    """Adam's step size for this reference (CW's paper runs: 1e-4); None: the protocol's `learner.lr`."""
+
+
+class MultiTask(CrlMethod[MultiTaskParams]):
+    """The multi-task reference (CW's `run_mt.py`, `MultiTaskEnv`): every task learnt at once by one learner, in one
+    phase of the stream's whole budget (steps per task x tasks) that moves to the next task's environment at every
+    episode's start; one replay buffer throughout; each task's actor and critic head picked by the transition's task;
+    PopArt on the critics' targets by default. Its role in a protocol is `reference`: it measures what the network
+    can hold at once, not continual learning. Only average performance is defined (no own-training phase: no
+    forgetting, no forward transfer), as in CW's tables."""
+
+    Params = MultiTaskParams
+    summary = "reference: every task at once, one buffer, PopArt (CW's multi-task run)"
+    regime = "multi-task"
+
+
 class _Library(CrlMethod[Any]):
     """A library algorithm (`algo`) whose state round-trips and whose diagnostics reach the record."""
 
     algo: Any
+
+    def anchored(self, sac: Learner) -> Iterator[tuple[str, nn.Parameter]]:
+        """The parameters a regularizer protects: the shared ones, the critics' only where `regularizeCritic`."""
+        return shared(sac, critic=getattr(self.params, "regularizeCritic", True))
 
     def diagnostics(self) -> dict[str, float | None]:
         out: dict[str, float | None] = self.algo.diagnostics()
@@ -107,11 +140,11 @@ class _FromLastBatches(_Library):
     def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
         older = self.kept[max(0, len(self.kept) - self.keep + 1) :]  # the last keep - 1 (none when keep is 1)
         self.kept = [*older, _copied(batch)]
-        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
+        penalty: torch.Tensor | None = self.algo.penalty(lambda: self.anchored(sac))
         return penalty
 
     def end_task(self, sac: Learner, task: CrlTask) -> None:
-        self.algo.end_task(lambda: shared(sac), self.kept, self.estimate_of(sac))
+        self.algo.end_task(lambda: self.anchored(sac), self.kept, self.estimate_of(sac))
         self.kept = []
 
 
@@ -121,6 +154,11 @@ def _copied(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 class L2Params(core.L2Fields):
     """The L2 pull's strength (CW's `--cl_reg_coef`, 1e5 in the paper's runs)."""
+
+    regularizeCritic: bool = True
+    """Penalise the critics' shared parameters as well as the actor's. CW's default is False (its regularizers weight
+    the critics' parameters by 0 unless `--regularize_critic`, which the paper's L2, EWC and MAS runs leave unset); True
+    is what every protocol frozen before this field ran (docs/cw10.md)."""
 
 
 class L2(_Library):
@@ -133,15 +171,20 @@ class L2(_Library):
         self.algo = core.L2Anchor(self.params)
 
     def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
-        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
+        penalty: torch.Tensor | None = self.algo.penalty(lambda: self.anchored(sac))
         return penalty
 
     def end_task(self, sac: Learner, task: CrlTask) -> None:
-        self.algo.end_task(lambda: shared(sac))
+        self.algo.end_task(lambda: self.anchored(sac))
 
 
 class CrlEwcParams(core.EwcFields):
     """Online EWC's fields (CW's `--cl_reg_coef` is `lambda`: 1e4 in the paper's runs)."""
+
+    regularizeCritic: bool = True
+    """Penalise the critics' shared parameters as well as the actor's. CW's default is False (its regularizers weight
+    the critics' parameters by 0 unless `--regularize_critic`, which the paper's L2, EWC and MAS runs leave unset); True
+    is what every protocol frozen before this field ran (docs/cw10.md)."""
 
 
 class CrlEWC(_FromLastBatches):
@@ -169,6 +212,11 @@ class CrlEWC(_FromLastBatches):
 class CrlSiParams(core.SiFields):
     """Synaptic Intelligence's fields."""
 
+    regularizeCritic: bool = True
+    """Penalise the critics' shared parameters as well as the actor's. CW's default is False (its regularizers weight
+    the critics' parameters by 0 unless `--regularize_critic`, which the paper's L2, EWC and MAS runs leave unset); True
+    is what every protocol frozen before this field ran (docs/cw10.md)."""
+
 
 class CrlSI(_Library):
     """Synaptic Intelligence (the library's) on the shared parameters, on the step hooks: the path integral of the
@@ -181,24 +229,29 @@ class CrlSI(_Library):
         self.algo = core.SynapticIntelligence(self.params)
 
     def begin_task(self, sac: Learner, task: CrlTask) -> None:
-        self.algo.begin_task(lambda: shared(sac))
+        self.algo.begin_task(lambda: self.anchored(sac))
 
     def after_backward(self, sac: Learner, step: Step) -> None:
-        self.algo.after_backward(lambda: shared(sac))
+        self.algo.after_backward(lambda: self.anchored(sac))
 
     def after_step(self, sac: Learner, step: Step) -> None:
-        self.algo.after_step(lambda: shared(sac))
+        self.algo.after_step(lambda: self.anchored(sac))
 
     def end_task(self, sac: Learner, task: CrlTask) -> None:
-        self.algo.end_task(lambda: shared(sac))
+        self.algo.end_task(lambda: self.anchored(sac))
 
     def extra_loss(self, sac: Learner, batch: Mapping[str, torch.Tensor], task: CrlTask) -> torch.Tensor | None:
-        penalty: torch.Tensor | None = self.algo.penalty(lambda: shared(sac))
+        penalty: torch.Tensor | None = self.algo.penalty(lambda: self.anchored(sac))
         return penalty
 
 
 class CrlMasParams(core.MasFields):
     """MAS's fields (CW's `--cl_reg_coef` is `lambda`: 1e4 in the paper's runs)."""
+
+    regularizeCritic: bool = True
+    """Penalise the critics' shared parameters as well as the actor's. CW's default is False (its regularizers weight
+    the critics' parameters by 0 unless `--regularize_critic`, which the paper's L2, EWC and MAS runs leave unset); True
+    is what every protocol frozen before this field ran (docs/cw10.md)."""
 
 
 class CrlMAS(_FromLastBatches):

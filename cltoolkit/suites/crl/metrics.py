@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from cltoolkit.run.record import RunRecord
 
-__all__ = ["CrlForgetting", "CwMetrics", "Performance", "cw_metrics", "forward_transfer", "own_auc"]
+__all__ = ["CrlForgetting", "CwMetrics", "Performance", "cw_metrics", "final_success", "forward_transfer", "own_auc"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,17 @@ def own_auc(success: np.ndarray, active: np.ndarray) -> list[float]:
 
     success, active = np.asarray(success, dtype=float), np.asarray(active)
     return [float(success[active == i, i].mean()) for i in range(success.shape[1])]
+
+
+def final_success(success: Sequence[Sequence[float]] | np.ndarray, last: int = 5) -> list[float]:
+    """Each task's mean success over the run's last `last` evaluations (average performance's per-task values; the
+    only CW metric a multi-task reference has)."""
+    import numpy as np
+
+    s = np.asarray(success, dtype=float)
+    if s.ndim != 2 or not len(s) or last < 1:
+        raise ValueError(f"success must be a non-empty (evaluations, tasks) array and last >= 1; got {s.shape}, {last}")
+    return [float(v) for v in s[-last:].mean(0)]
 
 
 def cw_metrics(

@@ -106,6 +106,7 @@ SAC_ONLY = (
     "updateAfter",
     "updateEvery",
     "clipNorm",
+    "criticHeads",
 )
 """The learner's fields that only SAC reads (PPO's are in `ppo`)."""
 
@@ -125,6 +126,11 @@ class CrlLearner(Strict):
     """Hidden widths of the actor and of each critic."""
     heads: Literal["per-task", "single"] = "per-task"
     """The actor's output: one head per task (CW's multi-head, the task picks it) or one for all."""
+    criticHeads: Literal["per-task", "single"] = "single"
+    """`sac`: the critics' output: one head per task, picked by each transition's task (CW's: its `run_cl.py`,
+    `run_mt.py` and `run_single.py` give the critics as many heads as the actor), or one for all. The default is
+    what every protocol frozen before this field was run with (one head), not CW's; a CW protocol sets "per-task"
+    (docs/cw10.md). "per-task" needs `heads: "per-task"`."""
     lr: float = Field(default=1e-3, gt=0, le=1)
     """Adam's step size (CW's SAC: 1e-3; PPO's usual: 3e-4, set it)."""
     batchSize: int = Field(default=128, ge=1, le=65536)
@@ -162,6 +168,8 @@ class CrlLearner(Strict):
                 )
         elif self.ppo is not None:
             raise ValueError(f"`ppo` is read by algorithm 'ppo' only, not {self.algorithm!r}")
+        if self.criticHeads == "per-task" and self.heads != "per-task":
+            raise ValueError('criticHeads "per-task" needs heads "per-task" (a critic head per task picks it by task)')
         return self
 
     @property

@@ -23,6 +23,18 @@ alpha log pi(a|s)), computed exactly over the actions instead of from a sample; 
 (alpha log pi(a|s) - min Q(s, a)); the target entropy is `target_entropy_scale` times the maximum, log act_dim (the
 paper's 0.98). An action travels as its index in a one-wide float column, so buffers and batches keep one layout.
 
+PopArt (`popart_beta` set; CW's `PopArtMlpCritic`, its multi-task reference `run_mt.py`): the critics have one head
+per task and output values normalised per task, `(Q - mu_k) / sigma_k`; the backup is
+`normalise_k(r + gamma (1 - done) (unnormalise_k(min target Q(s', a')) - alpha log pi(a'|s')))`; the actor's loss reads
+the normalised values, as CW's does. After the backward and before the step, the statistics move a fraction `beta`
+towards each task's batch moments of the backup (tasks absent from the batch keep theirs) and the first critic's
+output layer is rescaled so that its unnormalised outputs stay where they were (Pop-Art's "preserving outputs"). Three
+things follow CW's code where the Pop-Art paper (van Hasselt et al. 2016) reads otherwise, kept for fidelity: the
+moments are of the *normalised* backup (CW passes `q_backup` to `update_stats`); only the first critic's output layer
+is rescaled (the second critic and the targets are not; CW keeps the statistics in `critic1` alone); and the
+statistics are shared by both critics. One guard CW lacks: a variance estimate below 0 by rounding is taken as 0 before
+the square root (CW's would be NaN), then sigma is clipped to [1e-4, 1e6] as CW clips it.
+
 Differences from CW, declared: Keras' Adam counts one step per `apply_gradients` call, three per update (actor,
 critics, alpha), so its bias correction runs three times as fast; here one Adam step per update (the two agree once
 the correction has decayed, within the first few thousand updates). The twin critics are computed as one batched
@@ -41,7 +53,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["Actor", "DiscreteActor", "Sac", "SacConfig", "TwinCritic", "policy_kl", "target_entropy"]
+__all__ = ["Actor", "DiscreteActor", "PopArt", "Sac", "SacConfig", "TwinCritic", "policy_kl", "target_entropy"]
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 LEAKY_SLOPE = 0.2
@@ -71,6 +83,9 @@ class SacConfig:
     """A categorical policy over `act_dim` actions (SAC for discrete actions) instead of a squashed Gaussian."""
     target_entropy_scale: float = 0.98
     """Discrete actions: the target entropy as a fraction of the maximum, log act_dim (Christodoulou 2019: 0.98)."""
+    popart_beta: float | None = None
+    """PopArt's step for its per-task statistics (CW's `--popart_beta`, 3e-4); None: no PopArt. Needs one critic head
+    per task (`critic_heads`) and continuous actions."""
 
     @property
     def action_width(self) -> int:
@@ -262,8 +277,48 @@ class TwinCritic(nn.Module):
         return x[:, torch.arange(x.shape[1], device=x.device), head]
 
 
+class PopArt:
+    """Per-task statistics of the critics' targets (CW's `PopArtMlpCritic`: `moment1`, `moment2`, `sigma`; see the
+    module's docstring) and the rescaling of the first critic's output layer that keeps its outputs."""
+
+    def __init__(self, heads: int, beta: float) -> None:
+        self.beta = beta
+        self.moment1 = torch.zeros(heads)
+        self.moment2 = torch.ones(heads)
+        self.sigma = torch.ones(heads)
+
+    def normalize(self, x: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        return (x - self.moment1[head]) / self.sigma[head]
+
+    def unnormalize(self, x: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        return x * self.sigma[head] + self.moment1[head]
+
+    def update(self, targets: torch.Tensor, head: torch.Tensor, critic: TwinCritic) -> None:
+        """Move the statistics towards the batch's per-task moments of `targets`; rescale critic 0's output layer."""
+        with torch.no_grad():
+            onehot = F.one_hot(head, len(self.sigma)).to(targets.dtype)
+            counts = onehot.sum(0)
+            first = (targets.unsqueeze(1) * onehot).sum(0) / counts.clamp(min=1.0)
+            second = (targets.square().unsqueeze(1) * onehot).sum(0) / counts.clamp(min=1.0)
+            step = self.beta * (counts > 0).to(targets.dtype)
+            moment1 = self.moment1 + step * (first - self.moment1)
+            moment2 = self.moment2 + step * (second - self.moment2)
+            sigma = (moment2 - moment1.square()).clamp(min=0.0).sqrt().clamp(1e-4, 1e6)
+            last = len(critic.weights) - 1
+            critic.weights[last][0].mul_(self.sigma / sigma)
+            critic.biases[last][0].copy_((critic.biases[last][0] * self.sigma + self.moment1 - moment1) / sigma)
+            self.moment1, self.moment2, self.sigma = moment1, moment2, sigma
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"moment1": self.moment1.clone(), "moment2": self.moment2.clone(), "sigma": self.sigma.clone()}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        self.moment1, self.moment2, self.sigma = (state[k].clone() for k in ("moment1", "moment2", "sigma"))
+
+
 class Sac:
-    """The actor, the twin critics and their targets, the entropy coefficients, one Adam."""
+    """The actor, the twin critics and their targets, the entropy coefficients, one Adam; PopArt's statistics where
+    the config asks for them."""
 
     TERMS = (("value", "the critics' loss"), ("policy", "the actor's loss"), ("entropy", "alpha's loss"))
     """The loss terms `losses` returns besides `total`, and how a failure names them."""
@@ -282,6 +337,13 @@ class Sac:
             else target_entropy(config.act_dim, config.target_output_std)
         )
         self.optimizer = self.new_optimizer()
+        self.popart: PopArt | None = None
+        self._targets: tuple[torch.Tensor, torch.Tensor] | None = None
+        """The last `losses` call's normalised backup and heads, for PopArt's `update`."""
+        if config.popart_beta is not None:
+            if config.discrete or config.critic_heads < 2:
+                raise ValueError("PopArt needs continuous actions and one critic head per task (CW's: multi-head only)")
+            self.popart = PopArt(config.critic_heads, config.popart_beta)
 
     def new_optimizer(self) -> torch.optim.Adam:
         """A fresh Adam over every trained parameter (CW resets it at a task change)."""
@@ -302,6 +364,7 @@ class Sac:
             "target": self.target.state_dict(),
             "logAlpha": self.log_alpha.detach().clone(),
             "optimizer": self.optimizer.state_dict(),
+            **({"popart": self.popart.state_dict()} if self.popart is not None else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -311,6 +374,8 @@ class Sac:
         with torch.no_grad():
             self.log_alpha.copy_(state["logAlpha"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.popart is not None:
+            self.popart.load_state_dict(state["popart"])
 
     def act(self, obs: torch.Tensor, head: int, deterministic: bool = False) -> torch.Tensor:
         with torch.no_grad():
@@ -343,7 +408,12 @@ class Sac:
         with torch.no_grad():
             next_action, next_logp = self.actor(batch["next_obs"], head)
             target_q = self.target(batch["next_obs"], next_action, head).min(0).values
+            if self.popart is not None:
+                target_q = self.popart.unnormalize(target_q, head)
             backup = batch["rewards"] + self.config.gamma * (1 - batch["done"]) * (target_q - alpha * next_logp)
+            if self.popart is not None:
+                backup = self.popart.normalize(backup, head)
+                self._targets = (backup, head)
         q = self.critic(obs, batch["actions"], head)
         action, logp = self.actor(obs, head)
         q_pi = torch.func.functional_call(
@@ -377,6 +447,13 @@ class Sac:
         policy = (probs * (weight * logp - q_all.min(0).values)).sum(1).mean()
         return value, policy, (probs * logp).sum(1)
 
+    def update_statistics(self) -> None:
+        """PopArt's step after the backward and before the optimiser's (CW's `update_stats` inside
+        `get_gradients`): nothing without PopArt."""
+        if self.popart is not None and self._targets is not None:
+            self.popart.update(*self._targets, self.critic)
+            self._targets = None
+
     def clip(self) -> None:
         """CW's `--clipnorm`: each of the three gradients clipped to the norm on its own."""
         if self.config.clipnorm is None:
@@ -397,6 +474,7 @@ class Sac:
         losses = self.losses(batch)
         self.optimizer.zero_grad(set_to_none=True)
         losses["total"].backward()
+        self.update_statistics()
         self.clip()
         self.optimizer.step()
         self.update_targets()

@@ -46,14 +46,18 @@ class CrlSuite(Suite[CrlProtocol]):
                 method: object = regs.method.get(comp.method)
             except UnknownNameError:  # named by the registered-component checks, not twice here
                 method = None
-            single = getattr(method, "regime", None) == "single-task"
-            if single != (comp.role == "reference"):
+            regime = getattr(method, "regime", None)
+            reference = regime in ("single-task", "multi-task")
+            if method is not None and reference != (comp.role == "reference"):
+                does = {"single-task": "learns each task from scratch", "multi-task": "learns every task at once"}
                 yield Problem(
                     f"/comparisons/{i}/role",
-                    f"{comp.method!r} {'learns each task from scratch' if single else 'learns the stream'}: its role "
-                    f"must {'' if single else 'not '}be 'reference' (forward transfer's baseline is the single-task "
-                    "reference)",
+                    f"{comp.method!r} {does.get(str(regime), 'learns the stream')}: its role must "
+                    f"{'' if reference else 'not '}be 'reference' (forward transfer's baseline is the single-task "
+                    "reference; the multi-task reference has no stream to forget)",
                 )
+            if regime == "multi-task":
+                yield from _multitask_problems(protocol, i, comp.hyperparameters)
             if protocol.learner.algorithm == "ppo" and getattr(method, "keep_buffer", False):
                 yield Problem(
                     f"/comparisons/{i}/method",
@@ -91,10 +95,50 @@ class CrlSuite(Suite[CrlProtocol]):
             shown = ", ".join(f"{t} {r:.2f}" for t, r in zip(ids, rates, strict=True))
             print(f"{steps} environment steps: success {shown}", flush=True)
 
-        out = run_stream(
-            protocol, method, spec.seed, protocol.budget.unaccountedSamples, on_evaluation=progress, workdir=workdir
-        )
+        unaccounted = protocol.budget.unaccountedSamples
+        if method.regime == "multi-task":
+            from cltoolkit.suites.crl.multitask import run_multitask
+
+            out = run_multitask(protocol, method, spec.seed, unaccounted, on_evaluation=progress)
+        else:
+            out = run_stream(protocol, method, spec.seed, unaccounted, on_evaluation=progress, workdir=workdir)
         return RunOutput(metrics=out["metrics"], budget=out["budget"], device="cpu", precision="float32")
+
+
+def _multitask_problems(protocol: CrlProtocol, i: int, hyperparameters: Mapping[str, Any]) -> Iterator[Problem]:
+    """What CW's multi-task reference needs of the protocol: SAC on continuous actions, and one critic head per task
+    for PopArt (CW asserts it: "PopArt works only in the multi-head setup")."""
+    if protocol.learner.algorithm != "sac":
+        yield Problem(
+            f"/comparisons/{i}/method",
+            f"the multi-task reference runs SAC on continuous actions (CW's), not {protocol.learner.algorithm!r}",
+        )
+    elif hyperparameters.get("popart", True) and protocol.learner.criticHeads != "per-task":
+        yield Problem(
+            f"/comparisons/{i}/hyperparameters/popart",
+            "PopArt normalises each task's values in its own critic head: set learner.criticHeads \"per-task\" (CW's) "
+            "or popart false",
+        )
+
+
+def _method_regime(regs: Registries, method: str) -> str:
+    """A registered method's regime ("sequential" where it is not registered)."""
+    try:
+        return str(getattr(regs.method.get(method), "regime", "sequential"))
+    except UnknownNameError:
+        return "sequential"
+
+
+def _multitask_ids(suite: CrlAnalysis, protocol: CrlProtocol) -> set[str]:
+    """The protocol's comparisons whose method is a multi-task reference."""
+    regs = suite.project_regs()
+    return {c.id for c in protocol.comparisons if _method_regime(regs, c.method) == "multi-task"}
+
+
+def _regime(protocol: CrlProtocol, record: RunRecord, regs: Registries) -> str:
+    """The regime of the method a record's comparison runs."""
+    comp = next((c for c in protocol.comparisons if c.id == record.spec.comparison), None)
+    return _method_regime(regs, comp.method) if comp is not None else "sequential"
 
 
 class CrlAnalysis(Analysis[CrlProtocol]):
@@ -114,7 +158,10 @@ class CrlAnalysis(Analysis[CrlProtocol]):
         return {scope: out}
 
     def expected_values(self, protocol: CrlProtocol, record: RunRecord) -> dict[str, ValueKind]:
-        """Every run measures CW's metrics over the whole stream (the registered metrics read them)."""
+        """Every run measures CW's metrics over the whole stream (the registered metrics read them); a multi-task
+        reference, average performance alone (it has no training phase per task to forget or transfer from)."""
+        if _regime(protocol, record, self.project_regs()) == "multi-task":
+            return {"crl.performance-v1": NUMBER, "finalSuccess": NUMBER_MAP}
         return {
             "crl.performance-v1": NUMBER,
             "crl.forgetting-v1": NUMBER,
@@ -137,7 +184,9 @@ class CrlAnalysis(Analysis[CrlProtocol]):
         return {
             "finalSuccess": final,
             "ownTrainingLevel": level,
-            "forwardTransfer": _forward_transfer(protocol, records),
+            "forwardTransfer": _forward_transfer(
+                protocol, [r for r in records if _regime(protocol, r, self.project_regs()) != "multi-task"]
+            ),
         }
 
     def headline(self, protocol: CrlProtocol, summaries: dict[str, Any]) -> list[str]:
@@ -161,6 +210,17 @@ class CrlAnalysis(Analysis[CrlProtocol]):
         holds the diagonal only: its other entries measured a network that never trained on that task. Curves: each
         task's success, and the mean over tasks (CW's average performance as training goes on), against environment
         steps. Nothing where the evaluations are missing or malformed."""
+        joint = _multitask_evaluations(record)
+        if joint is not None:  # one phase: curves against the phase's steps, no matrix (no task has a phase)
+            tasks, at, rates = joint
+            curves = {f"success of {t}": [r[j] for r in rates] for j, t in enumerate(tasks)}
+            curves["mean success over the stream's tasks"] = [sum(r) / len(r) for r in rates]
+            return {
+                "curves": {
+                    name: {"x": at, "y": y, "xLabel": "environment steps (all tasks at once)", "yLabel": "success rate"}
+                    for name, y in curves.items()
+                }
+            }
         parsed = _evaluations(record)
         if parsed is None:
             return {}
@@ -224,6 +284,14 @@ class CrlAnalysis(Analysis[CrlProtocol]):
                 f"| {comp.id} | {len(runs)} | {mean([Performance.compute(r) for r in runs])} | "
                 f"{mean([CrlForgetting.compute(r) for r in runs])} | " + " | ".join(cells) + " |"
             )
+        joint = [c.id for c in protocol.comparisons if c.role == "reference" and c.id in _multitask_ids(self, protocol)]
+        if joint:
+            lines += [
+                "",
+                f"{', '.join(f'`{c}`' for c in joint)}: the multi-task reference (every task at once for the stream's "
+                "whole budget, one buffer; CW's `run_mt.py`): it measures what one network holds of all the tasks "
+                "together, not continual learning; only its performance and final success per task are defined.",
+            ]
         ft = summaries.get("forwardTransfer")
         if isinstance(ft, dict):
             shown = [
@@ -248,6 +316,18 @@ class CrlAnalysis(Analysis[CrlProtocol]):
         return "\n".join(lines)
 
 
+def _rates(success: list[Any], width: int) -> list[list[float]] | None:
+    """Success rows of `width` finite numbers each, as floats; None where one is not."""
+    rates: list[list[float]] = []
+    for row in success:
+        if not isinstance(row, list) or len(row) != width:
+            return None
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in row):
+            return None
+        rates.append([float(v) for v in row])
+    return rates
+
+
 def _evaluations(record: RunRecord) -> tuple[list[str], list[str], list[list[float]]] | None:
     """A record's `evaluations` (tasks, the task in training at each evaluation, every task's success then), or None
     where they are missing or malformed."""
@@ -259,16 +339,30 @@ def _evaluations(record: RunRecord) -> tuple[list[str], list[str], list[list[flo
         return None
     if not all(isinstance(t, str) for t in tasks) or not all(isinstance(a, str) and a in tasks for a in active):
         return None
-    rates: list[list[float]] = []
-    for row in success:
-        if not isinstance(row, list) or len(row) != len(tasks):
-            return None
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in row):
-            return None
-        rates.append([float(v) for v in row])  # type: ignore[arg-type]
+    rates = _rates(success, len(tasks))
+    if rates is None:
+        return None
     if len(active) != len(rates):
         return None
     return [str(t) for t in tasks], [str(a) for a in active], rates
+
+
+def _multitask_evaluations(record: RunRecord) -> tuple[list[str], list[int], list[list[float]]] | None:
+    """A multi-task reference's `evaluations` (tasks, the phase's step at each evaluation, every task's success then),
+    or None where the record is not one or they are malformed."""
+    ev = record.metrics.get("evaluations")
+    if not isinstance(ev, dict) or ev.get("regime") != "multi-task":
+        return None
+    tasks, at, success = ev.get("tasks"), ev.get("steps"), ev.get("success")
+    if not (isinstance(tasks, list) and isinstance(at, list) and isinstance(success, list)) or len(at) != len(success):
+        return None
+    steps = [x for x in at if isinstance(x, int) and not isinstance(x, bool)]
+    if not all(isinstance(t, str) for t in tasks) or len(steps) != len(at):
+        return None
+    rates = _rates(success, len(tasks))
+    if rates is None:
+        return None
+    return [str(t) for t in tasks], steps, rates
 
 
 def _own(record: RunRecord, task: str) -> float | None:
