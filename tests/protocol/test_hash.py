@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import json
 import math
@@ -43,21 +44,33 @@ def test_results_and_status_are_not_hashed() -> None:
 
 
 def _es6_number(x: float | int) -> str:
-    """ECMAScript Number::toString for the numbers our documents hold."""
+    """ECMAScript Number::toString (ECMA-262 section 6.1.6.1.20): the shortest round-tripping digits (Python's repr
+    finds the same), written out in full for exponents -6 < n <= 21 and in exponent form beyond."""
     if isinstance(x, int):
         return str(x)
+    assert math.isfinite(x)
     if x == 0:
         return "0"
-    if x.is_integer() and abs(x) < 1e21:
-        return str(int(x))
-    text = repr(x)
-    if "e" in text:
-        mantissa, exp = text.split("e")
-        mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
-        sign = "-" if exp.startswith("-") else "+"
-        return f"{mantissa}e{sign}{int(exp.lstrip('+-'))}"
-    assert math.isfinite(x)
-    return text
+    if x < 0:
+        return "-" + _es6_number(-x)
+    digits_tuple, exponent = decimal.Decimal(repr(x)).normalize().as_tuple()[1:]
+    digits = "".join(map(str, digits_tuple))
+    k = len(digits)
+    n = k + int(exponent)  # x = 0.digits x 10^n
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * (-n) + digits
+    mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{mantissa}e{'+' if n - 1 >= 0 else '-'}{abs(n - 1)}"
+
+
+def test_the_independent_number_form_is_ecmascripts() -> None:
+    cases = {2e-05: "0.00002", 1e-07: "1e-7", 0.0001: "0.0001", 1e21: "1e+21", 1.23e-18: "1.23e-18", 123.5: "123.5",
+             1e20: "100000000000000000000", 0.089: "0.089", -2.5e-06: "-0.0000025", 5e-324: "5e-324"}  # fmt: skip
+    assert {x: _es6_number(x) for x in cases} == cases
 
 
 def _jcs(value: Any) -> str:
