@@ -62,7 +62,7 @@ from cltoolkit.suites.guards import SampleCounter, check_finite, first_non_finit
 from cltoolkit.suites.masks import Named, Ownership
 from cltoolkit.suites.step import Step
 
-__all__ = ["Buffer", "CrlLedger", "run_stream", "sac_config"]
+__all__ = ["Buffer", "CrlLedger", "budget", "run_stream", "sac_config"]
 
 
 def _make(task: StreamTask, max_steps: int) -> Any:
@@ -485,20 +485,26 @@ def run_stream(
                 else {}
             ),
         },
-        "budget": {
-            "environmentSteps": ledger.environmentSteps,
-            "evaluationSteps": ledger.evaluationSteps,
-            "gradientUpdates": ledger.gradientUpdates,
-            "replaySamples": ledger.replaySamples,
-            "samplesProcessed": ledger.samplesProcessed,
-            "parameters": sum(p.numel() for p in sac.parameters()),
-            "samples": {
-                "task": ledger.samplesProcessed - ledger.replaySamples,
-                "memory": ledger.replaySamples - (ledger.otherSamples if unaccounted == "replay" else 0),
-                "other": ledger.otherSamples,
-                "bookkeeping": ledger.bookkeepingPasses,
-                "otherPolicy": unaccounted,
-            },
+        "budget": budget(ledger, sac, unaccounted),
+    }
+
+
+def budget(ledger: CrlLedger, learner: Learner, unaccounted: str) -> dict[str, Any]:
+    """A run's budget block: what it spent, by origin (samples charged to `budget.unaccountedSamples` "replay"
+    are counted as replay but not as memory)."""
+    return {
+        "environmentSteps": ledger.environmentSteps,
+        "evaluationSteps": ledger.evaluationSteps,
+        "gradientUpdates": ledger.gradientUpdates,
+        "replaySamples": ledger.replaySamples,
+        "samplesProcessed": ledger.samplesProcessed,
+        "parameters": sum(p.numel() for p in learner.parameters()),
+        "samples": {
+            "task": ledger.samplesProcessed - ledger.replaySamples,
+            "memory": ledger.replaySamples - (ledger.otherSamples if unaccounted == "replay" else 0),
+            "other": ledger.otherSamples,
+            "bookkeeping": ledger.bookkeepingPasses,
+            "otherPolicy": unaccounted,
         },
     }
 

@@ -30,7 +30,17 @@ import torch
 
 from cltoolkit.errors import CheckFailed, NonFiniteValue
 from cltoolkit.suites.crl.api import CrlMethod, CrlTask
-from cltoolkit.suites.crl.driver import _book, _evaluate, _make, _OffPolicy, _spaces, _to_env, _update, sac_config
+from cltoolkit.suites.crl.driver import (
+    _book,
+    _evaluate,
+    _make,
+    _OffPolicy,
+    _spaces,
+    _to_env,
+    _update,
+    budget,
+    sac_config,
+)
 from cltoolkit.suites.crl.memory import Buffer, CrlLedger
 from cltoolkit.suites.crl.metrics import final_success
 from cltoolkit.suites.crl.models import CrlProtocol
@@ -153,19 +163,5 @@ def run_multitask(
             },
             "methodDiagnostics": method.diagnostics(),
         },
-        "budget": {
-            "environmentSteps": ledger.environmentSteps,
-            "evaluationSteps": ledger.evaluationSteps,
-            "gradientUpdates": ledger.gradientUpdates,
-            "replaySamples": ledger.replaySamples,
-            "samplesProcessed": ledger.samplesProcessed,
-            "parameters": sum(p.numel() for p in sac.parameters()),
-            "samples": {
-                "task": ledger.samplesProcessed - ledger.replaySamples,
-                "memory": 0,
-                "other": ledger.otherSamples,
-                "bookkeeping": ledger.bookkeepingPasses,
-                "otherPolicy": unaccounted,
-            },
-        },
+        "budget": budget(ledger, sac, unaccounted),
     }
