@@ -67,6 +67,7 @@ def validate_document(
     problems.extend(Problem(f"{source}: {p.where}", p.message) for p in suite.check(model))
     cells = [c for c in suite.cells(model) if c is not None]
     problems.extend(_stage_cells(model, cells, source))
+    problems.extend(_stage_comparisons(model, type(suite), source))
     problems.extend(_unit_problems(model, cells, source))
     if problems:
         raise ValidationFailed(problems=problems)
@@ -151,6 +152,34 @@ def _stage_cells(model: ProtocolBase, known: list[str], source: str) -> list[Pro
                 problems.append(
                     Problem(f"{source}: /seeds/stages/{si}/cells/{ci}", f"unknown cell {cell!r} ({choice})")
                 )
+    return problems
+
+
+def _stage_comparisons(model: ProtocolBase, suite: type[Suite[Any]], source: str) -> list[Problem]:
+    """A stage's comparisons must be the protocol's, include what each gate compares (pilot stages aside), and be
+    honoured by the suite's planner (a suite that plans its own grid, wmf's, plans every comparison)."""
+    problems = []
+    ids = [c.id for c in model.comparisons]
+    for si, st in enumerate(model.seeds.stages):
+        where = f"{source}: /seeds/stages/{si}/comparisons"
+        if st.comparisons and suite.plan is not Suite.plan:
+            problems.append(
+                Problem(where, f"the {model.suite} suite plans its own grid: every stage runs every comparison")
+            )
+            continue
+        for ci, comp in enumerate(st.comparisons):
+            if comp not in ids:
+                problems.append(
+                    Problem(f"{where}/{ci}", f"unknown comparison {comp!r} (comparisons: {', '.join(ids)})")
+                )
+        if not st.comparisons or st.purpose == "pilot":
+            continue
+        for gate in model.gates:
+            missing = [c for c in (gate.method, gate.reference) if c is not None and c not in st.comparisons]
+            problems.extend(
+                Problem(where, f"stage {st.id!r} leaves out comparison {c!r}, which gate {gate.id!r} needs")
+                for c in missing
+            )
     return problems
 
 

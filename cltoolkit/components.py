@@ -256,8 +256,8 @@ class Suite(ABC, Generic[ProtocolT]):
         return ()
 
     def plan(self, protocol: ProtocolT, stage: str | None) -> list[GridPoint]:
-        """The stage's grid: comparisons x stage seeds x stage task orders x cells (the stage's, or all; deterministic
-        run ids)."""
+        """The stage's grid: comparisons (the stage's, or all) x stage seeds x stage task orders x cells (the stage's,
+        or all; deterministic run ids)."""
         from cltoolkit.run.spec import GridPoint
 
         st = protocol.stage(stage)
@@ -265,6 +265,7 @@ class Suite(ABC, Generic[ProtocolT]):
         return [
             GridPoint(comp.id, comp.method, seed, order, cell)
             for comp in protocol.comparisons
+            if not st.comparisons or comp.id in st.comparisons
             for cell in self.cells(protocol)
             if not st.cells or cell in st.cells
             for order in orders

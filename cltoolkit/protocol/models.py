@@ -270,6 +270,10 @@ class Stage(Strict):
     """Task order ids (empty where the suite has no task order)."""
     cells: list[str] = Field(default_factory=list)
     """Cells the stage runs (suites with cells, e.g. wmf's `minigrid-min`); empty: every cell."""
+    comparisons: list[Slug] = Field(default_factory=list)
+    """Comparison ids the stage runs; empty: every comparison. A stage that confirms a few gates at many seeds
+    runs the gates' comparisons alone, while another stage runs the whole table at fewer seeds; stages that share a
+    (comparison, seed) share its run."""
     description: str = ""
     """What the stage is for."""
     purpose: Literal["confirmatory", "pilot", "exploratory"] = "confirmatory"

@@ -173,3 +173,41 @@ def test_suggestions_come_from_the_protocols_suite(cli, project) -> None:
     assert "Available for suite 'nav4': nav4.a-gem, " in line and "nav4.joint, " in line
     assert "ladder." not in line
     assert "wmf." not in line
+
+
+def _gates_stage(doc: dict[str, Any], comparisons: list[str]) -> None:
+    stage = {"id": "gates", "seeds": list(range(12)), "comparisons": comparisons, "purpose": "confirmatory"}
+    doc["seeds"]["stages"].insert(1, stage)
+
+
+def test_a_stage_that_names_its_comparisons_plans_those_alone(cli, project) -> None:
+    from cltoolkit.component_validation import load_protocol
+    from cltoolkit.registry import registries
+
+    path = project.protocol_path("cw10-cpu-v2")
+    doc = read(path)
+    _gates_stage(doc, ["cloning", "finetuning", "memory"])
+    write(path, doc)
+    regs = registries(project.components_file)
+    loaded = load_protocol(path, regs)
+    suite = regs.new_suite("crl")
+    gates = suite.plan(loaded.model, "gates")
+    assert {p.comparison for p in gates} == {"cloning", "finetuning", "memory"}
+    assert len(gates) == 3 * 12
+    assert len(suite.plan(loaded.model, "cpu")) == len(doc["comparisons"]) * 5
+    shared = {p.run_id for p in gates} & {p.run_id for p in suite.plan(loaded.model, "cpu")}
+    assert len(shared) == 3 * 5  # the stages share their common (comparison, seed) runs
+
+
+def test_a_stage_that_leaves_out_what_a_gate_compares_or_names_no_comparison_is_refused(cli, project) -> None:
+    out = _cli_error(cli, project, lambda d: _gates_stage(d, ["cloning", "memory", "finetunig"]), "cw10-cpu-v2")
+    assert "/seeds/stages/1/comparisons/2: unknown comparison 'finetunig'" in out
+    assert "stage 'gates' leaves out comparison 'finetuning', which gate 'finetuning-comparison' needs" in out
+
+
+def test_a_suite_that_plans_its_own_grid_refuses_stage_comparisons(cli, project) -> None:
+    def restrict(doc: dict[str, Any]) -> None:
+        doc["seeds"]["stages"][0]["comparisons"] = [doc["comparisons"][0]["id"]]
+
+    out = _cli_error(cli, project, restrict, "wmf-v4")
+    assert "/seeds/stages/0/comparisons: the wmf suite plans its own grid" in out
