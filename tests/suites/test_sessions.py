@@ -17,7 +17,7 @@ from cltoolkit.run.spec import RunSpec
 from cltoolkit.suites.sessions.data import simulate
 from cltoolkit.suites.sessions.methods import Affine, KNearest, KNearestParams
 from cltoolkit.suites.sessions.models import SessionsProtocol
-from tests.conftest import REPO, read
+from tests.conftest import REPO, read, write
 
 PROTOCOL = cast(SessionsProtocol, load_protocol(REPO / "protocols" / "sessions-v1.json", regs=registries()).model)
 assert isinstance(PROTOCOL, SessionsProtocol)
@@ -170,3 +170,32 @@ def test_official_run_of_pilot_stage_refused(project, cli) -> None:
     out = cli("run", "--protocol", "sessions-v1", "--stage", "pilot")
     assert out.exit_code == 1
     assert "is a pilot stage; run it with --pilot" in out.output
+
+
+def test_a_stage_of_fewer_comparisons_runs_and_reports_those_sharing_the_other_stages_runs(project, cli) -> None:
+    """A table stage runs every comparison at a few seeds, a gates stage the gate's two at more; their shared
+    (comparison, seed) runs are run once and the gates stage reports from its own comparisons alone."""
+    path = project.protocol_path("sessions-v1")
+    doc = read(path)
+    knn = next(c for c in doc["comparisons"] if c["id"] == "knn")
+    wide = {**knn, "id": "knn-wide", "label": "k-NN, k = 30", "hyperparameters": {"k": 30, "window": 3}}
+    doc["comparisons"].append(wide)
+    doc["budget"]["match"][0]["across"].append("knn-wide")
+    table = {"id": "table", "seeds": [0, 1, 2], "purpose": "exploratory", "description": "every comparison"}
+    gates = {"id": "gates", "seeds": list(range(6)), "comparisons": ["affine", "knn"], "description": "the gate's two"}
+    doc["seeds"]["stages"] = [table, gates, *(s for s in doc["seeds"]["stages"] if s["purpose"] == "pilot")]
+    write(path, doc)
+    assert cli("protocol", "freeze", "sessions-v1").exit_code == 0
+    out = cli("run", "--protocol", "sessions-v1", "--stage", "table", "--workers", "2")
+    assert out.exit_code == 0, out.output
+    assert len(list((project.root / "runs" / "sessions-v1").glob("*/record.json"))) == 9
+    out = cli("run", "--protocol", "sessions-v1", "--stage", "gates", "--workers", "2")
+    assert out.exit_code == 0, out.output
+    assert "6 already completed, 6 to run" in out.output
+    assert len(list((project.root / "runs" / "sessions-v1").glob("*/record.json"))) == 15
+    results = json.loads(cli("report", "--protocol", "sessions-v1", "--stage", "gates", "--json").output)
+    assert results["runs"]["planned"] == results["runs"]["completed"] == 12
+    assert {r["comparison"] for r in results["perRun"]} == {"affine", "knn"}
+    assert next(g for g in results["gates"] if g["id"] == "affine-below-knn-new-sessions")["n"] == 6
+    table_results = json.loads(cli("report", "--protocol", "sessions-v1", "--stage", "table", "--json").output)
+    assert {r["comparison"] for r in table_results["perRun"]} == {"affine", "knn", "knn-wide"}
