@@ -97,7 +97,20 @@ def _verdict(p: Any, r: Results) -> str:
             parts.append(
                 f"the same decisions at the cluster level of the design (up to {n} clusters; not pre-registered)"
             )
-    return f"**Verdict:** {_incomplete(r)}{first}{'; '.join(parts)}."
+    return f"**Verdict:** {_incomplete(r)}{_exploratory(p, r, conf)}{first}{'; '.join(parts)}."
+
+
+def _exploratory(p: Any, r: Results, confirmatory: list[Any]) -> str:
+    """An exploratory stage of a protocol with confirmatory gates says, before its gate lines, that the decisions are
+    another stage's."""
+    if not confirmatory or p.stage(r.stage).purpose != "exploratory":
+        return ""
+    deciding = [s.id for s in p.seeds.stages if s.purpose == "confirmatory"]
+    where = f"stage `{deciding[-1]}` decides them" if deciding else "no stage of the protocol is confirmatory"
+    return (
+        f"stage `{r.stage}` is exploratory: its confirmatory-gate lines are readings at this stage's replicates, not "
+        f"the protocol's decisions ({where}). "
+    )
 
 
 def _incomplete(r: Results) -> str:
@@ -331,7 +344,9 @@ def report_page(loaded: LoadedProtocol, results: Results, records: Sequence[RunR
         f"git commits {', '.join(commit_lines(records)) or 'not recorded'}.",
         "- Seeds and stages: "
         + "; ".join(
-            f"{s.id}: seeds {fmt(s.seeds)}" + (f", task orders {', '.join(s.orders)}" if s.orders else "")
+            f"{s.id}: seeds {fmt(s.seeds)}"
+            + (f", task orders {', '.join(s.orders)}" if s.orders else "")
+            + (f", comparisons {', '.join(s.comparisons)}" if s.comparisons else "")
             for s in p.seeds.stages
         )
         + ".",

@@ -197,5 +197,11 @@ def test_a_stage_of_fewer_comparisons_runs_and_reports_those_sharing_the_other_s
     assert results["runs"]["planned"] == results["runs"]["completed"] == 12
     assert {r["comparison"] for r in results["perRun"]} == {"affine", "knn"}
     assert next(g for g in results["gates"] if g["id"] == "affine-below-knn-new-sessions")["n"] == 6
+    md = (project.root / "reports" / "sessions-v1" / "gates" / "report.md").read_text()
+    assert "comparisons affine, knn" in md
+    assert "is exploratory" not in md
     table_results = json.loads(cli("report", "--protocol", "sessions-v1", "--stage", "table", "--json").output)
     assert {r["comparison"] for r in table_results["perRun"]} == {"affine", "knn", "knn-wide"}
+    md = (project.root / "reports" / "sessions-v1" / "table" / "report.md").read_text()
+    assert "stage `table` is exploratory: its confirmatory-gate lines are readings" in md
+    assert "(stage `gates` decides them)" in md
