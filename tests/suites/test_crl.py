@@ -419,12 +419,21 @@ def test_the_report_says_why_forward_transfer_is_missing() -> None:
         text = registries().new_analysis("crl").report_markdown(protocol, [], {"forwardTransfer": None})
         return next(x for x in text.splitlines() if x.startswith("Forward transfer"))
 
-    with_reference = _protocol([("tune", "crl.finetuning", "baseline"), ("single", "crl.single-task", "reference")])
-    assert line(with_reference) == (
-        "Forward transfer: not measured (the single-task reference (`single`) has no completed run yet)."
+    with_reference = _protocol(
+        [
+            ("tune", "crl.finetuning", "baseline"),
+            ("single", "crl.single-task", "reference"),
+            ("joint", "crl.multi-task", "reference"),
+        ]
     )
-    assert line(_protocol([("tune", "crl.finetuning", "baseline")])) == (
-        "Forward transfer: not measured (the protocol has no single-task reference comparison)."
+    assert line(with_reference) == (  # the multi-task reference is not forward transfer's reference
+        "Forward transfer: not measured (no completed run of the single-task reference (`single`) is among this "
+        "report's runs)."
+    )
+    no_reference = "Forward transfer: not measured (the protocol has no single-task reference comparison)."
+    assert line(_protocol([("tune", "crl.finetuning", "baseline")])) == no_reference
+    assert line(_protocol([("tune", "crl.finetuning", "baseline"), ("joint", "crl.multi-task", "reference")])) == (
+        no_reference
     )
 
 

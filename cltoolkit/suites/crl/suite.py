@@ -306,9 +306,13 @@ class CrlAnalysis(Analysis[CrlProtocol]):
                 f"{ft['referenceRuns']} single-task run(s)): " + ", ".join(shown) + ".",
             ]
         else:
-            references = [c.id for c in protocol.comparisons if c.role == "reference"]
+            # the multi-task references measure no per-task training, so they are never forward transfer's
+            # reference; and a stage may leave the single-task one out, so say only what this report holds
+            multitask = _multitask_ids(self, protocol)
+            references = [c.id for c in protocol.comparisons if c.role == "reference" and c.id not in multitask]
             why = (
-                f"the single-task reference ({', '.join(f'`{r}`' for r in references)}) has no completed run yet"
+                f"no completed run of the single-task reference ({', '.join(f'`{r}`' for r in references)}) "
+                "is among this report's runs"
                 if references
                 else "the protocol has no single-task reference comparison"
             )
